@@ -1,0 +1,36 @@
+"""The plugin is discovered through its entry point and computes a correct Jacobian."""
+
+from __future__ import annotations
+
+import torch
+from jacbench.problem import build_problem, reference_jacobian
+from jacbench.registry import load_registry
+from jacbench.strategy import StrategySkip
+
+import pytest
+
+MLP = {"_target_": "jacbench.models.mlp.MLP", "n_in": 5, "hidden": 7, "n_out": 3}
+
+
+def test_plugin_is_registered_from_its_own_package():
+    registry = load_registry()
+    assert registry.get("complex_step").name == "complex_step"
+    assert registry.packages["complex_step"] == "jacbench-complex-step"
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float64])
+def test_complex_step_matches_reference_to_rounding(dtype):
+    spec = load_registry().get("complex_step")
+    problem = build_problem({**MLP, "activation": "tanh"}, dtype, torch.device("cpu"), seed=1)
+    reference, _ = reference_jacobian(problem)
+    jac = spec.prepare(problem, spec.make_options({}))()
+    rel = torch.linalg.norm(jac.double() - reference) / torch.linalg.norm(reference)
+    assert jac.dtype == dtype
+    assert rel < 20 * torch.finfo(dtype).eps
+
+
+def test_complex_step_through_relu_is_skipped_with_reason():
+    spec = load_registry().get("complex_step")
+    problem = build_problem({**MLP, "activation": "relu"}, torch.float64, torch.device("cpu"), 0)
+    with pytest.raises(StrategySkip, match="complex"):
+        spec.prepare(problem, spec.make_options({}))

@@ -1,0 +1,3 @@
+from jacbench.app import main
+
+main()

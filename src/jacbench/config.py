@@ -1,0 +1,167 @@
+"""Config schemas (so typos fail clearly), their registration with Hydra, and the JobSpec:
+the validated, typed form of one job's configuration."""
+
+from __future__ import annotations
+
+import dataclasses
+import hashlib
+import json
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import torch
+from hydra.core.config_store import ConfigStore
+from omegaconf import MISSING, DictConfig, OmegaConf
+
+from jacbench.errors import ConfigError
+from jacbench.numerics import parse_dtype
+from jacbench.registry import Registry
+from jacbench.strategy import StrategySpec
+
+
+@dataclass
+class DtypeConfig:
+    name: str = "float32"
+
+
+@dataclass
+class DeviceConfig:
+    name: str = "cpu"  # cpu, cuda or cuda:<index>
+
+
+@dataclass
+class TimingConfig:
+    min_run_time: float = 0.2  # seconds of timed calls (torch.utils.benchmark.blocked_autorange)
+    warmup: int = 1  # untimed calls after the first call, before timing
+    threads: int = 1  # torch intra-op threads for the job
+    memory: bool = True  # measure peak memory of one extra call
+
+    def __post_init__(self) -> None:
+        if not self.min_run_time > 0:
+            raise ConfigError(f"timing.min_run_time must be > 0 seconds, got {self.min_run_time}")
+        if self.warmup < 0:
+            raise ConfigError(f"timing.warmup must be >= 0 calls, got {self.warmup}")
+        if self.threads < 1:
+            raise ConfigError(f"timing.threads must be >= 1, got {self.threads}")
+
+
+@dataclass
+class MlflowConfig:
+    enabled: bool = True
+    # null: $MLFLOW_TRACKING_URI if set, else sqlite:///<launch folder>/mlflow.db
+    tracking_uri: str | None = None
+    experiment: str = "jacbench"
+
+
+@dataclass
+class JobConfig:
+    model: Any = MISSING
+    strategy: Any = MISSING
+    dtype: DtypeConfig = MISSING
+    device: DeviceConfig = MISSING
+    timing: TimingConfig = MISSING
+    seed: int = 0
+    results_dir: str = "results"  # relative paths are under the launch folder
+    mlflow: MlflowConfig = field(default_factory=MlflowConfig)
+
+
+# Parts of the config that define what is measured (and so the config_hash).
+IDENTITY_KEYS = ("model", "strategy", "dtype", "device", "timing", "seed")
+
+
+def conf_dir() -> Path:
+    """The Hydra config tree: inside the installed wheel, or at the checkout's top level."""
+    here = Path(__file__).resolve().parent
+    for candidate in (here / "conf", here.parents[1] / "conf"):
+        if (candidate / "config.yaml").is_file():
+            return candidate
+    raise RuntimeError(f"jacbench's conf/ tree was not found next to {here}")
+
+
+def register_configs(registry: Registry) -> None:
+    """Make every registered strategy a valid ``strategy=<name>`` with typed options."""
+    cs = ConfigStore.instance()
+    cs.store(name="jacbench_schema", node=JobConfig)
+    for name in registry.names():
+        spec = registry.strategies.get(name)
+        base = (spec.options,) if spec is not None else ()
+        node = dataclasses.make_dataclass(
+            f"{name}_options", [("name", str, field(default=name))], bases=base
+        )
+        cs.store(group="strategy", name=name, node=node)
+
+
+def config_hash(cfg: DictConfig) -> str:
+    """Stable hash of what a job measures (not where it records)."""
+    identity = {k: OmegaConf.to_container(cfg, resolve=True)[k] for k in IDENTITY_KEYS}
+    blob = json.dumps(identity, sort_keys=True, default=str)
+    return hashlib.sha256(blob.encode()).hexdigest()[:16]
+
+
+def resolve_device(name: str) -> torch.device:
+    try:
+        device = torch.device(name)
+    except RuntimeError:
+        raise ConfigError(f"unknown device {name!r}; valid devices: cpu, cuda, cuda:<index>")
+    if device.type == "cuda":
+        if not torch.cuda.is_available():
+            raise ConfigError(
+                f"device={name} requested but CUDA is not available on this machine "
+                f"(torch {torch.__version__}); use device=cpu"
+            )
+        if device.index is not None and device.index >= torch.cuda.device_count():
+            raise ConfigError(f"device={name}: only {torch.cuda.device_count()} GPU(s) visible")
+    elif device.type != "cpu":
+        raise ConfigError(f"unsupported device {name!r}; valid devices: cpu, cuda, cuda:<index>")
+    return device
+
+
+@dataclass(frozen=True)
+class JobSpec:
+    """One job, validated: what the runner needs and nothing about where it records."""
+
+    model: dict[str, Any]
+    strategy: StrategySpec
+    options: Any
+    dtype: torch.dtype
+    device: torch.device
+    timing: TimingConfig
+    seed: int
+    config_hash: str
+
+
+def _container(node: Any) -> dict[str, Any]:
+    return OmegaConf.to_container(node, resolve=True)  # type: ignore[return-value]
+
+
+def job_labels(cfg: DictConfig) -> dict[str, str]:
+    """Names of the job's choices, readable even when the config does not validate."""
+    model = cfg.get("model") or {}
+    return {
+        "model": str(model.get("name") or str(model.get("_target_", "?")).rsplit(".", 1)[-1]),
+        "strategy": str((cfg.get("strategy") or {}).get("name", "?")),
+        "dtype": str((cfg.get("dtype") or {}).get("name", "?")),
+        "device": str((cfg.get("device") or {}).get("name", "?")),
+    }
+
+
+def make_job(cfg: DictConfig, registry: Registry) -> JobSpec:
+    """Validate the composed config; every problem becomes one ConfigError that says what
+    is valid."""
+    strategy_cfg = _container(cfg.strategy)
+    spec = registry.get(strategy_cfg.pop("name"))
+    try:
+        options = spec.make_options(strategy_cfg)
+    except (TypeError, ValueError) as exc:
+        raise ConfigError(f"strategy {spec.name!r}: {exc}") from exc
+    return JobSpec(
+        model=_container(cfg.model),
+        strategy=spec,
+        options=options,
+        dtype=parse_dtype(cfg.dtype.name),
+        device=resolve_device(cfg.device.name),
+        timing=TimingConfig(**_container(cfg.timing)),
+        seed=int(cfg.seed),
+        config_hash=config_hash(cfg),
+    )

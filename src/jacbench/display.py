@@ -1,0 +1,63 @@
+"""Readable console output of Results (rich tables)."""
+
+from __future__ import annotations
+
+from rich.console import Console
+from rich.table import Table
+
+from jacbench.result import Result
+
+STATUS_STYLE = {"ok": "green", "failed": "bold red", "skipped": "yellow"}
+
+
+def _num(value: float | int | None, fmt: str) -> str:
+    return "-" if value is None else format(value, fmt)
+
+
+def _bytes(n: int | None) -> str:
+    if n is None:
+        return "-"
+    for unit in ("B", "KiB", "MiB", "GiB"):
+        if abs(n) < 1024 or unit == "GiB":
+            return f"{n:.0f} {unit}" if unit == "B" else f"{n:.1f} {unit}"
+        n /= 1024  # type: ignore[assignment]
+    return str(n)
+
+
+def _verdict(result: Result) -> str:
+    if result.within_tol is None:
+        return "-"
+    mark = "[green]yes[/]" if result.within_tol else "[bold red]NO[/]"
+    return f"{mark} (tol {_num(result.tolerance, '.1e')})"
+
+
+def result_table(result: Result) -> Table:
+    """One job, one field per line: what was measured and how far it can be trusted."""
+    table = Table(title=f"jacbench: {result.strategy} on {result.model}", show_header=False)
+    table.add_column("field", style="bold")
+    table.add_column("value")
+    style = STATUS_STYLE.get(result.status, "")
+    shape = f"M={_num(result.n_out, 'd')} outputs x N={_num(result.n_in, 'd')} inputs"
+    rows = [
+        ("problem", f"{result.model} (wrt {result.wrt or '?'}): {shape}, batch {result.batch}"),
+        ("strategy", f"{result.strategy} ({result.strategy_kind}, {result.strategy_mode})"),
+        ("dtype / device", f"{result.dtype} / {result.device} ({result.device_name})"),
+        ("status", f"[{style}]{result.status}[/]" + (f": {result.error_message}" if result.error_message else "")),
+        ("median time", f"{_num(result.time_median_s, '.3e')} s  (IQR {_num(result.time_iqr_s, '.1e')} s)"),
+        ("timed calls", f"{_num(result.n_timed, 'd')}  ({result.threads} thread(s))"),
+        ("first call", f"{_num(result.first_call_s, '.3e')} s  (setup + first execution)"),
+        ("peak memory", f"{_bytes(result.peak_mem_bytes)}  ({result.memory_method or '-'})"),
+        ("max abs error", _num(result.max_abs_err, ".3e")),
+        ("rel error", f"{_num(result.rel_err, '.3e')}  (= {_num(result.err_eps, '.3g')} x machine eps)"),
+        ("within tol", _verdict(result)),
+        ("reference", result.reference_kind or "-"),
+        ("config_hash", result.config_hash),
+        ("mlflow run", result.mlflow_run_id or "-"),
+    ]
+    for name, value in rows:
+        table.add_row(name, value)
+    return table
+
+
+def print_result(result: Result, console: Console | None = None) -> None:
+    (console or Console()).print(result_table(result))

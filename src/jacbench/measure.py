@@ -1,0 +1,113 @@
+"""Timing and memory of a prepared Jacobian callable.
+
+Timing uses torch.utils.benchmark (warm-up, block-size calibration, accelerator sync, median
+and IQR). The first call (setup plus first execution) is timed apart. Peak memory comes from
+the CUDA allocator on GPU; on CPU from the profiler's allocation events (see ``peak_memory``).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import sys
+import time
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
+
+import torch
+from torch.utils import benchmark
+
+from jacbench.config import TimingConfig
+from jacbench.strategy import JacobianFn
+
+
+@contextlib.contextmanager
+def _quiet_stderr() -> Iterator[None]:
+    sys.stderr.flush()
+    saved = os.dup(2)
+    with open(os.devnull, "w") as devnull:
+        os.dup2(devnull.fileno(), 2)
+        try:
+            yield
+        finally:
+            os.dup2(saved, 2)
+            os.close(saved)
+
+
+def synchronize(device: torch.device) -> None:
+    if device.type == "cuda":
+        torch.cuda.synchronize(device)
+
+
+@dataclass(frozen=True)
+class FirstCall:
+    jac: JacobianFn
+    value: torch.Tensor
+    seconds: float
+
+
+def first_call(prepare: Callable[[], JacobianFn], device: torch.device) -> FirstCall:
+    """Setup (vmap tracing, compilation, identity matrices...) plus the first execution."""
+    synchronize(device)
+    start = time.perf_counter()
+    jac = prepare()
+    value = jac()
+    synchronize(device)
+    return FirstCall(jac, value, time.perf_counter() - start)
+
+
+@dataclass(frozen=True)
+class Timing:
+    median_s: float
+    iqr_s: float
+    n_timed: int
+
+
+def time_steady_state(jac: JacobianFn, timing: TimingConfig) -> Timing:
+    for _ in range(timing.warmup):
+        jac()
+    timer = benchmark.Timer(stmt="jac()", globals={"jac": jac}, num_threads=timing.threads)
+    m = timer.blocked_autorange(min_run_time=timing.min_run_time)
+    return Timing(float(m.median), float(m.iqr), int(m.number_per_run * len(m.raw_times)))
+
+
+MEMORY_METHODS = {"cuda": "cuda_max_allocated", "cpu": "cpu_profiler_allocations"}
+
+
+def peak_memory(jac: JacobianFn, device: torch.device) -> int:
+    """Peak bytes allocated above the starting level during one call, the result included.
+
+    CUDA: ``torch.cuda.max_memory_allocated`` (the caching allocator's own count of live
+    tensor bytes). CPU: the running sum of the profiler's allocation and free events; this
+    counts tensor storage only (not Python objects or allocator slack), which is what a
+    strategy controls.
+    """
+    if device.type == "cuda":
+        synchronize(device)
+        torch.cuda.reset_peak_memory_stats(device)
+        base = torch.cuda.memory_allocated(device)
+        out = jac()
+        synchronize(device)
+        peak = torch.cuda.max_memory_allocated(device) - base
+        del out
+        return int(peak)
+    activities = [torch.profiler.ProfilerActivity.CPU]
+    prof = torch.profiler.profile(activities=activities, profile_memory=True)
+    with _quiet_stderr():  # kineto prints start/stop lines straight to fd 2
+        prof.start()
+    try:
+        out = jac()
+    finally:
+        with _quiet_stderr():
+            prof.stop()
+    del out
+    events = [
+        e
+        for e in prof.profiler.kineto_results.events()
+        if e.name() == "[memory]" and e.device_type() == torch.autograd.DeviceType.CPU
+    ]
+    level = peak = 0
+    for e in sorted(events, key=lambda e: e.start_ns()):
+        level += e.nbytes()
+        peak = max(peak, level)
+    return int(peak)

@@ -1,0 +1,182 @@
+"""A Problem: the function to differentiate and the point, in one dtype on one device.
+
+Strategies see a flat view: ``f`` maps a 1-D tensor of N values to a 1-D tensor of M values,
+and the Jacobian has shape (M, N). How that view is made from a model (w.r.t. its input or
+its parameters) is decided here, once.
+"""
+
+from __future__ import annotations
+
+import copy
+import math
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+import hydra.utils
+import torch
+from torch import nn
+
+from jacbench.errors import ConfigError
+
+# Keys of a model config that belong to jacbench, not to the model's constructor.
+RESERVED_MODEL_KEYS = ("name", "wrt", "input_shape")
+WRT_CHOICES = ("input", "params")
+
+
+class FunctionModule(nn.Module):
+    """Lets a plain callable stand where a module is expected."""
+
+    def __init__(self, fn: Callable[..., torch.Tensor]) -> None:
+        super().__init__()
+        self.fn = fn
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return self.fn(x)
+
+
+@dataclass(frozen=True)
+class Problem:
+    """f: R^N -> R^M at x, plus what is needed to judge an answer."""
+
+    name: str
+    wrt: str
+    f: Callable[[torch.Tensor], torch.Tensor]
+    x: torch.Tensor
+    n_in: int
+    n_out: int
+    # (K, N) -> (K, M) in one forward pass, where the model accepts a batch; else None.
+    f_batched: Callable[[torch.Tensor], torch.Tensor] | None
+    # The model's own formula for the Jacobian at a point, where it has one.
+    analytic: Callable[[torch.Tensor], torch.Tensor] | None
+    module: nn.Module = field(repr=False)
+    input: torch.Tensor = field(repr=False)  # the model's input, in its own shape
+    batch: int = 1
+
+    @property
+    def dtype(self) -> torch.dtype:
+        return self.x.dtype
+
+    @property
+    def device(self) -> torch.device:
+        return self.x.device
+
+    def cast(self, dtype: torch.dtype) -> Problem:
+        """The same function at the same (already rounded) point, computed in ``dtype``.
+
+        Used for the float64 reference and by strategies that need another dtype (complex
+        step). Parameters are copied, never shared.
+        """
+        module = copy.deepcopy(self.module).to(dtype=dtype)
+        return make_problem(
+            self.name, module, self.input.to(dtype), self.wrt, self.analytic is not None
+        )
+
+
+def make_problem(
+    name: str, module: nn.Module, inp: torch.Tensor, wrt: str, has_analytic: bool
+) -> Problem:
+    """Flatten ``module`` at ``inp`` into f: R^N -> R^M w.r.t. its input or parameters."""
+    module.eval().requires_grad_(False)
+    input_shape = tuple(inp.shape)
+    analytic_fn = getattr(module, "analytic_jacobian", None) if has_analytic else None
+    accepts_batch = bool(getattr(module, "accepts_batch", False))
+
+    if wrt == "input":
+
+        def f(v: torch.Tensor) -> torch.Tensor:
+            return module(v.reshape(input_shape)).reshape(-1)
+
+        def f_batched(v: torch.Tensor) -> torch.Tensor:
+            return module(v.reshape(v.shape[0], *input_shape)).reshape(v.shape[0], -1)
+
+        x = inp.detach().reshape(-1).clone()
+        batched = f_batched if accepts_batch else None
+    elif wrt == "params":
+        names = [n for n, _ in module.named_parameters()]
+        if not names:
+            raise ConfigError(f"model {name!r} has no parameters; use wrt=input")
+        params = [p.detach() for _, p in module.named_parameters()]
+        shapes = [p.shape for p in params]
+        sizes = [p.numel() for p in params]
+        fixed_input = inp.detach()
+
+        def f(theta: torch.Tensor) -> torch.Tensor:
+            chunks = torch.split(theta, sizes)
+            values = {n: c.reshape(s) for n, c, s in zip(names, chunks, shapes)}
+            return torch.func.functional_call(module, values, (fixed_input,)).reshape(-1)
+
+        x = torch.cat([p.reshape(-1) for p in params]).clone()
+        batched, analytic_fn = None, None
+    else:
+        raise ConfigError(f"unknown wrt {wrt!r}; valid choices: {', '.join(WRT_CHOICES)}")
+
+    with torch.no_grad():
+        n_out = f(x).numel()
+    return Problem(
+        name=name,
+        wrt=wrt,
+        f=f,
+        x=x,
+        n_in=x.numel(),
+        n_out=n_out,
+        f_batched=batched,
+        analytic=analytic_fn,
+        module=module,
+        input=inp.detach(),
+    )
+
+
+def _sample_input(module: nn.Module, shape: Sequence[int], seed: int) -> torch.Tensor:
+    gen = torch.Generator().manual_seed(seed)
+    sampler = getattr(module, "sample_input", None)
+    if sampler is not None:
+        return sampler(gen).to(torch.float64)
+    return torch.randn(tuple(shape), generator=gen, dtype=torch.float64)
+
+
+def build_problem(
+    model_cfg: dict[str, Any], dtype: torch.dtype, device: torch.device, seed: int
+) -> Problem:
+    """Instantiate the model config (a Hydra ``_target_``) and freeze it into a Problem."""
+    cfg = dict(model_cfg)
+    target = cfg.get("_target_")
+    if not target:
+        raise ConfigError("the model config needs a _target_ (an importable callable or module)")
+    name = cfg.pop("name", None) or str(target).rsplit(".", 1)[-1]
+    wrt = cfg.pop("wrt", "input")
+    input_shape = cfg.pop("input_shape", None)
+    torch.manual_seed(seed)  # parameter initialisation is part of the problem's identity
+    try:
+        obj = hydra.utils.instantiate(cfg, _convert_="all")
+    except Exception as exc:  # Hydra wraps import and argument errors; keep its message
+        raise ConfigError(f"cannot build model {name!r}: {exc}".splitlines()[0]) from exc
+    module = obj if isinstance(obj, nn.Module) else FunctionModule(obj)
+    shape = input_shape if input_shape is not None else getattr(module, "input_shape", None)
+    if shape is None:
+        raise ConfigError(f"model {name!r} needs input_shape (e.g. model.input_shape=[8])")
+    if math.prod(shape) <= 0:
+        raise ConfigError(f"model {name!r}: input_shape must be positive, got {list(shape)}")
+    module = module.to(device=device, dtype=dtype)
+    # The point is drawn in float64 and rounded once, so every dtype sees the same point.
+    inp = _sample_input(module, shape, seed).to(device=device, dtype=dtype)
+    return make_problem(
+        name, module, inp, wrt, has_analytic=hasattr(module, "analytic_jacobian")
+    )
+
+
+def reference_jacobian(problem: Problem) -> tuple[torch.Tensor, str]:
+    """The trusted Jacobian, on CPU in float64, and how it was obtained.
+
+    Analytic where the model provides a formula; else an exact AD Jacobian of a float64 copy
+    of the same function at the same rounded point. Never timed.
+    """
+    exact = problem.cast(torch.float64)
+    if exact.analytic is not None:
+        jac = exact.analytic(exact.x)
+        return jac.detach().reshape(exact.n_out, exact.n_in).cpu(), "analytic"
+    try:
+        jac = torch.func.jacrev(exact.f)(exact.x)
+    except Exception:  # some ops have no vmap rule: fall back to the plain row loop
+        jac = torch.autograd.functional.jacobian(exact.f, exact.x)
+    return jac.detach().reshape(exact.n_out, exact.n_in).cpu(), "autograd_float64"

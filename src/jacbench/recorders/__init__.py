@@ -1,0 +1,1 @@
+"""Where Results go: parquet files (the source of truth) and MLflow runs."""

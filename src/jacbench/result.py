@@ -1,0 +1,93 @@
+"""The Result: one flat, typed record per job, and its one explicit parquet schema.
+
+Everything downstream (parquet, MLflow, the printed table, reports) reads this record and
+never recomputes it.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import types
+import typing
+from dataclasses import dataclass
+from datetime import datetime
+
+import pyarrow as pa
+
+STATUSES = ("ok", "failed", "skipped")
+
+
+@dataclass(frozen=True)
+class Result:
+    # what was measured
+    model: str
+    strategy: str
+    strategy_kind: str  # exact, approximate or negative_control
+    strategy_mode: str  # reverse, forward, numeric or analytic
+    dtype: str
+    device: str
+    wrt: str  # input or params
+    n_in: int | None  # N: the Jacobian has n_out rows and n_in columns
+    n_out: int | None  # M
+    batch: int  # Jacobians computed per call (1 unless per-sample batches)
+    status: str  # ok, failed or skipped
+    error_message: str  # why, when not ok
+    # timing
+    time_median_s: float | None
+    time_iqr_s: float | None
+    n_timed: int | None
+    first_call_s: float | None
+    threads: int
+    # memory
+    peak_mem_bytes: int | None
+    memory_method: str
+    # accuracy against the reference
+    max_abs_err: float | None
+    rel_err: float | None
+    err_eps: float | None
+    tolerance: float | None
+    within_tol: bool | None
+    reference_kind: str  # analytic or autograd_float64
+    # identity and provenance
+    strategy_options: str  # JSON
+    model_options: str  # JSON
+    config_hash: str
+    mlflow_run_id: str
+    torch_version: str
+    device_name: str
+    git_commit: str
+    started_at: datetime
+    job_id: str
+
+    @property
+    def ok(self) -> bool:
+        return self.status == "ok"
+
+
+_ARROW_TYPES: dict[type, pa.DataType] = {
+    str: pa.string(),
+    int: pa.int64(),
+    float: pa.float64(),
+    bool: pa.bool_(),
+    datetime: pa.timestamp("us", tz="UTC"),
+}
+
+
+def _arrow_field(name: str, hint: typing.Any) -> pa.Field:
+    args = [a for a in typing.get_args(hint) if a is not type(None)]
+    nullable = isinstance(hint, types.UnionType) or typing.get_origin(hint) is typing.Union
+    base = args[0] if nullable else hint
+    return pa.field(name, _ARROW_TYPES[base], nullable=nullable)
+
+
+def _schema() -> pa.Schema:
+    hints = typing.get_type_hints(Result)
+    return pa.schema([_arrow_field(f.name, hints[f.name]) for f in dataclasses.fields(Result)])
+
+
+SCHEMA: pa.Schema = _schema()
+COLUMNS: list[str] = SCHEMA.names
+# Columns logged to MLflow as metrics: every numeric one.
+METRIC_COLUMNS: list[str] = [
+    f.name for f in SCHEMA if pa.types.is_integer(f.type) or pa.types.is_floating(f.type)
+] + ["within_tol"]
