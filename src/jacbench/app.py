@@ -32,7 +32,9 @@ def record(result: Result, cfg: DictConfig, launch_dir: Path, console: Console) 
     tracking is down."""
     run_id = ""
     if cfg.mlflow.enabled:
-        info = RunInfo(default_tracking_uri(launch_dir, cfg.mlflow.tracking_uri), cfg.mlflow.experiment)
+        info = RunInfo(
+            default_tracking_uri(launch_dir, cfg.mlflow.tracking_uri), cfg.mlflow.experiment
+        )
         try:
             run_id = log_result(
                 result, info, json.loads(result.model_options), json.loads(result.strategy_options)
@@ -45,7 +47,9 @@ def record(result: Result, cfg: DictConfig, launch_dir: Path, console: Console) 
             )
     result = dataclasses.replace(result, mlflow_run_id=run_id)
     results_dir = Path(cfg.results_dir)
-    path = write_result(result, results_dir if results_dir.is_absolute() else launch_dir / results_dir)
+    path = write_result(
+        result, results_dir if results_dir.is_absolute() else launch_dir / results_dir
+    )
     log.info("recorded %s (%s) in %s", result.job_id, result.status, path)
     return result
 

@@ -103,7 +103,9 @@ def resolve_device(name: str) -> torch.device:
     try:
         device = torch.device(name)
     except RuntimeError:
-        raise ConfigError(f"unknown device {name!r}; valid devices: cpu, cuda, cuda:<index>")
+        raise ConfigError(
+            f"unknown device {name!r}; valid devices: cpu, cuda, cuda:<index>"
+        ) from None
     if device.type == "cuda":
         if not torch.cuda.is_available():
             raise ConfigError(
@@ -149,6 +151,11 @@ def job_labels(cfg: DictConfig) -> dict[str, str]:
 def make_job(cfg: DictConfig, registry: Registry) -> JobSpec:
     """Validate the composed config; every problem becomes one ConfigError that says what
     is valid."""
+    missing = sorted(OmegaConf.missing_keys(cfg))
+    if missing:
+        raise ConfigError(
+            f"missing value(s) for {', '.join(missing)}: set them, e.g. {missing[0]}=..."
+        )
     strategy_cfg = _container(cfg.strategy)
     spec = registry.get(strategy_cfg.pop("name"))
     try:

@@ -42,13 +42,23 @@ def result_table(result: Result) -> Table:
         ("problem", f"{result.model} (wrt {result.wrt or '?'}): {shape}, batch {result.batch}"),
         ("strategy", f"{result.strategy} ({result.strategy_kind}, {result.strategy_mode})"),
         ("dtype / device", f"{result.dtype} / {result.device} ({result.device_name})"),
-        ("status", f"[{style}]{result.status}[/]" + (f": {result.error_message}" if result.error_message else "")),
-        ("median time", f"{_num(result.time_median_s, '.3e')} s  (IQR {_num(result.time_iqr_s, '.1e')} s)"),
+        (
+            "status",
+            f"[{style}]{result.status}[/]"
+            + (f": {result.error_message}" if result.error_message else ""),
+        ),
+        (
+            "median time",
+            f"{_num(result.time_median_s, '.3e')} s  (IQR {_num(result.time_iqr_s, '.1e')} s)",
+        ),
         ("timed calls", f"{_num(result.n_timed, 'd')}  ({result.threads} thread(s))"),
         ("first call", f"{_num(result.first_call_s, '.3e')} s  (setup + first execution)"),
         ("peak memory", f"{_bytes(result.peak_mem_bytes)}  ({result.memory_method or '-'})"),
         ("max abs error", _num(result.max_abs_err, ".3e")),
-        ("rel error", f"{_num(result.rel_err, '.3e')}  (= {_num(result.err_eps, '.3g')} x machine eps)"),
+        (
+            "rel error",
+            f"{_num(result.rel_err, '.3e')}  (= {_num(result.err_eps, '.3g')} x machine eps)",
+        ),
         ("within tol", _verdict(result)),
         ("reference", result.reference_kind or "-"),
         ("config_hash", result.config_hash),

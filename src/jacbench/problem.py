@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import copy
 import math
+import warnings
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -67,7 +68,9 @@ class Problem:
         Used for the float64 reference and by strategies that need another dtype (complex
         step). Parameters are copied, never shared.
         """
-        module = copy.deepcopy(self.module).to(dtype=dtype)
+        with warnings.catch_warnings():  # complex parameters warn "new feature"
+            warnings.simplefilter("ignore", UserWarning)
+            module = copy.deepcopy(self.module).to(dtype=dtype)
         return make_problem(
             self.name, module, self.input.to(dtype), self.wrt, self.analytic is not None
         )
@@ -103,7 +106,7 @@ def make_problem(
 
         def f(theta: torch.Tensor) -> torch.Tensor:
             chunks = torch.split(theta, sizes)
-            values = {n: c.reshape(s) for n, c, s in zip(names, chunks, shapes)}
+            values = {n: c.reshape(s) for n, c, s in zip(names, chunks, shapes, strict=True)}
             return torch.func.functional_call(module, values, (fixed_input,)).reshape(-1)
 
         x = torch.cat([p.reshape(-1) for p in params]).clone()
@@ -149,8 +152,12 @@ def build_problem(
     torch.manual_seed(seed)  # parameter initialisation is part of the problem's identity
     try:
         obj = hydra.utils.instantiate(cfg, _convert_="all")
-    except Exception as exc:  # Hydra wraps import and argument errors; keep its message
-        raise ConfigError(f"cannot build model {name!r}: {exc}".splitlines()[0]) from exc
+    except Exception as exc:  # Hydra wraps the model's own error: report the innermost one
+        root: BaseException = exc
+        while root.__cause__ is not None:
+            root = root.__cause__
+        detail = " ".join(str(root).split())
+        raise ConfigError(f"cannot build model {name!r} ({target}): {detail}") from exc
     module = obj if isinstance(obj, nn.Module) else FunctionModule(obj)
     shape = input_shape if input_shape is not None else getattr(module, "input_shape", None)
     if shape is None:
@@ -160,9 +167,7 @@ def build_problem(
     module = module.to(device=device, dtype=dtype)
     # The point is drawn in float64 and rounded once, so every dtype sees the same point.
     inp = _sample_input(module, shape, seed).to(device=device, dtype=dtype)
-    return make_problem(
-        name, module, inp, wrt, has_analytic=hasattr(module, "analytic_jacobian")
-    )
+    return make_problem(name, module, inp, wrt, has_analytic=hasattr(module, "analytic_jacobian"))
 
 
 def reference_jacobian(problem: Problem) -> tuple[torch.Tensor, str]:

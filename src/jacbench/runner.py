@@ -13,7 +13,6 @@ from pathlib import Path
 from typing import Any
 
 import torch
-
 from omegaconf import DictConfig
 
 from jacbench.config import JobSpec, config_hash, job_labels, make_job
@@ -31,7 +30,10 @@ def git_commit() -> str:
     try:
         out = subprocess.run(
             ["git", "-C", str(Path(__file__).parent), "rev-parse", "HEAD"],
-            capture_output=True, text=True, timeout=5, check=True,
+            capture_output=True,
+            text=True,
+            timeout=5,
+            check=True,
         )
         return out.stdout.strip()
     except (OSError, subprocess.SubprocessError):
@@ -47,8 +49,20 @@ def device_name(device: torch.device) -> str:
 def blank_fields(labels: dict[str, str], job_hash: str) -> dict[str, Any]:
     """Every Result field at 'not reached yet'; the job fills in what it gets to."""
     unmeasured = dict.fromkeys(
-        ["n_in", "n_out", "time_median_s", "time_iqr_s", "n_timed", "first_call_s",
-         "peak_mem_bytes", "max_abs_err", "rel_err", "err_eps", "tolerance", "within_tol"]
+        [
+            "n_in",
+            "n_out",
+            "time_median_s",
+            "time_iqr_s",
+            "n_timed",
+            "first_call_s",
+            "peak_mem_bytes",
+            "max_abs_err",
+            "rel_err",
+            "err_eps",
+            "tolerance",
+            "within_tol",
+        ]
     )
     return {
         **unmeasured,

@@ -2,12 +2,17 @@
 
 from __future__ import annotations
 
-import torch
-from jacbench.problem import build_problem, reference_jacobian
-from jacbench.registry import load_registry
-from jacbench.strategy import StrategySkip
+import subprocess
+import sys
+from pathlib import Path
 
 import pytest
+import torch
+
+from jacbench.problem import build_problem, reference_jacobian
+from jacbench.recorders.parquet import read_results
+from jacbench.registry import load_registry
+from jacbench.strategy import StrategySkip
 
 MLP = {"_target_": "jacbench.models.mlp.MLP", "n_in": 5, "hidden": 7, "n_out": 3}
 
@@ -34,3 +39,23 @@ def test_complex_step_through_relu_is_skipped_with_reason():
     problem = build_problem({**MLP, "activation": "relu"}, torch.float64, torch.device("cpu"), 0)
     with pytest.raises(StrategySkip, match="complex"):
         spec.prepare(problem, spec.make_options({}))
+
+
+def run_cli(folder: Path, *args: str) -> subprocess.CompletedProcess:
+    return subprocess.run(
+        [sys.executable, "-m", "jacbench", "timing=quick", "mlflow.enabled=false", *args],
+        cwd=folder,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+
+
+def test_installed_plugin_runs_as_a_strategy_choice(tmp_path: Path):
+    ok = run_cli(tmp_path, "strategy=complex_step", "dtype=float64")
+    assert ok.returncode == 0, ok.stderr
+    skipped = run_cli(tmp_path, "strategy=complex_step", "model.activation=relu")
+    assert skipped.returncode == 1 and "accept complex input" in skipped.stderr
+    rows = read_results(tmp_path / "results").sort_values("status")
+    assert list(rows["status"]) == ["ok", "skipped"]
+    assert rows.iloc[0]["rel_err"] < 1e-13 and rows.iloc[0]["strategy"] == "complex_step"

@@ -18,13 +18,15 @@ class MLP(nn.Sequential):
     accepts_batch = True
 
     def __init__(
-        self, n_in: int = 32, hidden: int = 64, n_out: int = 48, depth: int = 2,
+        self,
+        n_in: int = 32,
+        hidden: int = 64,
+        n_out: int = 48,
+        depth: int = 2,
         activation: str = "tanh",
     ) -> None:
         if activation not in ACTIVATIONS:
-            raise ValueError(
-                f"unknown activation {activation!r}; valid: {', '.join(ACTIVATIONS)}"
-            )
+            raise ValueError(f"unknown activation {activation!r}; valid: {', '.join(ACTIVATIONS)}")
         if min(n_in, hidden, n_out, depth) < 1:
             raise ValueError("n_in, hidden, n_out and depth must be at least 1")
         layers: list[nn.Module] = []

@@ -16,7 +16,9 @@ class JacrevOptions:
 
     def __post_init__(self) -> None:
         if self.chunk_size is not None and self.chunk_size < 1:
-            raise ValueError(f"chunk_size must be a positive integer or null, got {self.chunk_size}")
+            raise ValueError(
+                f"chunk_size must be a positive integer or null, got {self.chunk_size}"
+            )
 
 
 RANDOMNESS = ("error", "different", "same")

@@ -6,6 +6,7 @@ import math
 from dataclasses import dataclass
 
 import torch
+
 from jacbench.problem import Problem
 from jacbench.strategy import Kind, Mode, StrategySkip, strategy
 

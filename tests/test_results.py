@@ -1,0 +1,143 @@
+"""The Result record, its parquet schema, atomic writes and the config hash."""
+
+from __future__ import annotations
+
+import dataclasses
+from datetime import datetime, timezone
+from pathlib import Path
+
+import pandas as pd
+import pyarrow as pa
+import pyarrow.parquet as pq
+from hydra import compose, initialize_config_dir
+
+from jacbench.config import conf_dir, config_hash, register_configs
+from jacbench.recorders.parquet import read_results, write_result
+from jacbench.registry import load_registry
+from jacbench.result import COLUMNS, METRIC_COLUMNS, SCHEMA, Result
+
+REQUIRED = {
+    "model": pa.string(),
+    "strategy": pa.string(),
+    "strategy_kind": pa.string(),
+    "dtype": pa.string(),
+    "device": pa.string(),
+    "n_in": pa.int64(),
+    "n_out": pa.int64(),
+    "batch": pa.int64(),
+    "status": pa.string(),
+    "error_message": pa.string(),
+    "time_median_s": pa.float64(),
+    "time_iqr_s": pa.float64(),
+    "n_timed": pa.int64(),
+    "first_call_s": pa.float64(),
+    "peak_mem_bytes": pa.int64(),
+    "max_abs_err": pa.float64(),
+    "rel_err": pa.float64(),
+    "err_eps": pa.float64(),
+    "within_tol": pa.bool_(),
+    "config_hash": pa.string(),
+    "mlflow_run_id": pa.string(),
+    "torch_version": pa.string(),
+    "started_at": pa.timestamp("us", tz="UTC"),
+}
+
+
+def sample(**changes) -> Result:
+    base = {f.name: None for f in dataclasses.fields(Result)}
+    base.update(
+        model="mlp",
+        strategy="jacrev",
+        strategy_kind="exact",
+        strategy_mode="reverse",
+        dtype="float32",
+        device="cpu",
+        wrt="input",
+        n_in=3,
+        n_out=2,
+        batch=1,
+        status="ok",
+        error_message="",
+        time_median_s=1e-4,
+        time_iqr_s=1e-6,
+        n_timed=100,
+        first_call_s=2e-3,
+        threads=1,
+        peak_mem_bytes=1024,
+        memory_method="cpu",
+        max_abs_err=1e-8,
+        rel_err=2e-7,
+        err_eps=1.7,
+        tolerance=1.2e-5,
+        within_tol=True,
+        reference_kind="autograd",
+        strategy_options="{}",
+        model_options="{}",
+        config_hash="abc",
+        mlflow_run_id="",
+        torch_version="2",
+        device_name="cpu",
+        git_commit="",
+        job_id="0123456789abcdef",
+        started_at=datetime(2026, 1, 2, 3, 4, 5, tzinfo=timezone.utc),
+    )
+    base.update(changes)
+    return Result(**base)
+
+
+def test_schema_has_the_documented_columns_and_types():
+    for name, type_ in REQUIRED.items():
+        assert SCHEMA.field(name).type == type_, name
+    assert [f.name for f in dataclasses.fields(Result)] == COLUMNS
+    assert {"time_median_s", "rel_err", "err_eps", "within_tol"} <= set(METRIC_COLUMNS)
+    assert "model" not in METRIC_COLUMNS
+
+
+def test_write_is_atomic_and_round_trips(tmp_path: Path):
+    path = write_result(sample(), tmp_path)
+    assert [p.name for p in tmp_path.iterdir()] == [path.name]  # no temporary left behind
+    assert pq.read_schema(path).equals(SCHEMA, check_metadata=False)
+    row = read_results(tmp_path).iloc[0]
+    assert row["strategy"] == "jacrev" and row["n_timed"] == 100 and bool(row["within_tol"])
+
+
+def test_failed_rows_with_empty_metrics_read_back_next_to_ok_rows(tmp_path: Path):
+    write_result(sample(), tmp_path)
+    failed = sample(
+        status="failed",
+        error_message="boom",
+        job_id="ffff" * 4,
+        n_in=None,
+        time_median_s=None,
+        within_tol=None,
+        peak_mem_bytes=None,
+    )
+    write_result(failed, tmp_path)
+    frame = read_results(tmp_path)
+    assert sorted(frame["status"]) == ["failed", "ok"]
+    bad = frame[frame["status"] == "failed"].iloc[0]
+    assert bad["error_message"] == "boom"
+    assert pd.isna(bad["time_median_s"]) and pd.isna(bad["within_tol"])
+
+
+def test_older_files_with_fewer_columns_still_read(tmp_path: Path):
+    write_result(sample(), tmp_path)
+    old = pa.Table.from_pylist([{"model": "mlp", "strategy": "functional", "status": "ok"}])
+    pq.write_table(old, tmp_path / "old.parquet")
+    frame = read_results(tmp_path)
+    assert len(frame) == 2 and set(frame["strategy"]) == {"jacrev", "functional"}
+
+
+def compose_job(*overrides: str):
+    register_configs(load_registry())
+    with initialize_config_dir(config_dir=str(conf_dir()), version_base="1.3"):
+        return compose(config_name="config", overrides=list(overrides))
+
+
+def test_config_hash_is_stable_and_covers_what_is_measured_only():
+    base = config_hash(compose_job("strategy=fd_central"))
+    assert base == config_hash(compose_job("strategy=fd_central"))
+    assert base == config_hash(compose_job("strategy=fd_central", "results_dir=elsewhere"))
+    assert base != config_hash(compose_job("strategy=fd_central", "strategy.eps=1e-4"))
+    assert base != config_hash(compose_job("strategy=fd_central", "dtype=float64"))
+    assert base != config_hash(compose_job("strategy=fd_central", "model.hidden=8"))

@@ -1,0 +1,141 @@
+"""Every registered strategy against the reference, and the reference against algebra."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+
+from jacbench.numerics import compare
+from jacbench.problem import build_problem, reference_jacobian
+from jacbench.registry import load_registry
+from jacbench.strategy import Kind, StrategySkip
+
+CPU = torch.device("cpu")
+MLP = {"_target_": "jacbench.models.mlp.MLP", "n_in": 6, "hidden": 9, "n_out": 4, "depth": 2}
+CAT_POLY = {"_target_": "jacbench.models.toy.CatPoly"}
+RECIPROCAL = {"_target_": "jacbench.models.toy.Reciprocal", "n": 5}
+REGISTRY = load_registry()
+EXACT = sorted(n for n, s in REGISTRY.strategies.items() if s.kind is Kind.EXACT)
+APPROXIMATE = sorted(n for n, s in REGISTRY.strategies.items() if s.kind is Kind.APPROXIMATE)
+
+
+def jacobian(name: str, problem, **options) -> torch.Tensor:
+    spec = REGISTRY.get(name)
+    return spec.prepare(problem, spec.make_options(options))()
+
+
+def rel_err(jac: torch.Tensor, reference: torch.Tensor) -> float:
+    return float(torch.linalg.norm(jac.double() - reference) / torch.linalg.norm(reference))
+
+
+def test_reference_matches_the_chain_rule_by_hand():
+    cfg = {**MLP, "depth": 1, "activation": "tanh"}
+    problem = build_problem(cfg, torch.float64, CPU, seed=3)
+    reference, kind = reference_jacobian(problem)
+    lin1, _, lin2 = problem.module
+    pre = lin1.weight @ problem.x + lin1.bias
+    by_hand = lin2.weight @ torch.diag(1 - torch.tanh(pre) ** 2) @ lin1.weight
+    assert kind == "autograd_float64"
+    assert torch.allclose(reference, by_hand, rtol=1e-13, atol=1e-15)
+
+
+def test_reference_of_a_float32_problem_is_taken_at_the_rounded_point():
+    problem = build_problem(MLP, torch.float32, CPU, seed=0)
+    reference, _ = reference_jacobian(problem)
+    exact = problem.cast(torch.float64)
+    assert reference.dtype == torch.float64
+    assert torch.equal(exact.x, problem.x.double())
+
+
+@pytest.mark.parametrize("name", EXACT)
+@pytest.mark.parametrize("model", [MLP, CAT_POLY, RECIPROCAL], ids=["mlp", "cat_poly", "recip"])
+def test_exact_strategies_match_reference_in_float64(name, model):
+    problem = build_problem(model, torch.float64, CPU, seed=0)
+    reference, _ = reference_jacobian(problem)
+    try:
+        jac = jacobian(name, problem)
+    except StrategySkip:
+        assert name == "analytic" and problem.analytic is None
+        return
+    assert jac.shape == (problem.n_out, problem.n_in)
+    assert not jac.requires_grad
+    assert rel_err(jac, reference) < 1e-13
+
+
+@pytest.mark.parametrize("name", EXACT)
+def test_exact_strategies_on_parameter_jacobians(name):
+    problem = build_problem({**MLP, "wrt": "params"}, torch.float64, CPU, seed=0)
+    assert problem.n_in == sum(p.numel() for p in problem.module.parameters())
+    reference, _ = reference_jacobian(problem)
+    fd = jacobian("fd_central", problem)
+    assert rel_err(fd, reference) < 1e-8  # the reference is an independent check of fd too
+    if name == "analytic":
+        with pytest.raises(StrategySkip):
+            jacobian(name, problem)
+        return
+    assert rel_err(jacobian(name, problem), reference) < 1e-13
+
+
+@pytest.mark.parametrize("name", APPROXIMATE)
+def test_approximate_strategies_are_close_in_float64(name):
+    problem = build_problem(MLP, torch.float64, CPU, seed=0)
+    reference, _ = reference_jacobian(problem)
+    assert rel_err(jacobian(name, problem), reference) < 1e-6
+
+
+def test_finite_differences_without_a_batched_model_loop_and_agree():
+    problem = build_problem({**MLP, "wrt": "params"}, torch.float64, CPU, seed=0)
+    assert problem.f_batched is None  # parameter Jacobians take the loop path
+    batched = build_problem(MLP, torch.float64, CPU, seed=0)
+    assert batched.f_batched is not None
+    for p in (problem, batched):
+        reference, _ = reference_jacobian(p)
+        assert rel_err(jacobian("fd_forward", p), reference) < 1e-6
+
+
+def test_naive_single_grad_returns_the_summed_rows_of_seed_003():
+    problem = build_problem(CAT_POLY, torch.float64, CPU, seed=0)
+    reference, _ = reference_jacobian(problem)
+    naive = jacobian("naive_single_grad", problem)
+    assert torch.allclose(naive, reference.sum(0).expand_as(reference))
+    verdict = compare(naive, reference, torch.float64, REGISTRY.get("naive_single_grad").kind)
+    assert not verdict.within_tol
+
+
+def test_fd_step_option_changes_the_answer():
+    problem = build_problem(MLP, torch.float64, CPU, seed=0)
+    reference, _ = reference_jacobian(problem)
+    good = rel_err(jacobian("fd_forward", problem), reference)
+    coarse = rel_err(jacobian("fd_forward", problem, eps=1e-2), reference)
+    assert coarse > 100 * good
+
+
+@pytest.mark.parametrize(
+    ("name", "options"),
+    [
+        ("fd_central", {"eps": 0.0}),
+        ("fd_forward", {"eps": -1e-3}),
+        ("jacrev", {"chunk_size": 0}),
+        ("jacfwd", {"randomness": "sometimes"}),
+    ],
+)
+def test_invalid_options_are_refused(name, options):
+    with pytest.raises(ValueError):
+        REGISTRY.get(name).make_options(options)
+
+
+def test_unknown_option_is_refused_with_valid_names():
+    with pytest.raises(ValueError, match="chunk_size"):
+        REGISTRY.get("jacrev").make_options({"chunksize": 4})
+
+
+def test_float32_verdicts_use_the_dtype_tolerance():
+    problem = build_problem(MLP, torch.float32, CPU, seed=0)
+    reference, _ = reference_jacobian(problem)
+    jac = jacobian("jacrev", problem)
+    metrics = compare(jac, reference, torch.float32, Kind.EXACT)
+    assert metrics.within_tol and 0 < metrics.err_eps < 100
+    broken = jac.clone()
+    broken[0, 0] = float("nan")
+    bad = compare(broken, reference, torch.float32, Kind.EXACT)
+    assert bad.n_nonfinite == 1 and not bad.within_tol
