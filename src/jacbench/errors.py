@@ -17,6 +17,7 @@ _NOT_APPLICABLE = [
     r"does not support forward AD|forward AD is not implemented|not implemented for forward",
     r"Trying to use forward AD with .* that does not support it",
     r"is not supported for complex",
+    r"Low precision dtypes not supported",
     r"Batching rule not implemented",
     r"vmap: .* is not supported",
 ]
