@@ -40,6 +40,21 @@ class Cli:
     def results(self) -> pd.DataFrame:
         return read_results(self.folder / "results")
 
+    def summaries(self) -> list[Path]:
+        return sorted(self.folder.glob("multirun/*/*/summary.parquet"))
+
+
+def mlflow_runs(tracking_uri: str) -> tuple[list, list]:
+    """(sweep parent runs, job runs) of the jacbench experiment, read back through MLflow."""
+    from mlflow.tracking import MlflowClient
+
+    client = MlflowClient(tracking_uri=tracking_uri)
+    experiment = client.get_experiment_by_name("jacbench")
+    runs = client.search_runs([experiment.experiment_id], max_results=1000)
+    parents = [r for r in runs if r.data.tags.get("jacbench.role") == "sweep"]
+    children = [r for r in runs if "mlflow.parentRunId" in r.data.tags]
+    return parents, children
+
 
 @pytest.fixture
 def cli(tmp_path: Path) -> Cli:

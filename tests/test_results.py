@@ -62,6 +62,7 @@ def sample(**changes) -> Result:
         time_iqr_s=1e-6,
         n_timed=100,
         first_call_s=2e-3,
+        measure_s=0.5,
         threads=1,
         peak_mem_bytes=1024,
         memory_method="cpu",

@@ -1,10 +1,11 @@
-"""``python -m jacbench``: the Hydra entry point for one job (and for sweeps with ``-m``)."""
+"""``python -m jacbench``: the Hydra entry point for one job, and for sweeps with ``-m``."""
 
 from __future__ import annotations
 
 import dataclasses
 import json
 import logging
+import os
 import sys
 from pathlib import Path
 
@@ -14,61 +15,113 @@ from hydra.types import RunMode
 from omegaconf import DictConfig
 from rich.console import Console
 
-from jacbench.config import conf_dir, register_configs
-from jacbench.display import print_result
-from jacbench.recorders.mlflow_run import RunInfo, default_tracking_uri, log_result
-from jacbench.recorders.parquet import write_result
+from jacbench.config import conf_dir, config_hash, register_configs
+from jacbench.display import make_console, print_result
+from jacbench.recorders.mlflow_run import Tracking, log_result
+from jacbench.recorders.parquet import find_done_result, write_result
 from jacbench.registry import load_registry
 from jacbench.result import Result
 from jacbench.runner import execute
+from jacbench.sweep import SweepState, close_open_sweep, current_sweep, job_record
 
 log = logging.getLogger("jacbench")
 REGISTRY = load_registry()
 register_configs(REGISTRY)
 
 
-def record(result: Result, cfg: DictConfig, launch_dir: Path, console: Console) -> Result:
+def record(
+    result: Result, cfg: DictConfig, launch_dir: Path, console: Console, parent_run_id: str = ""
+) -> tuple[Result, Path]:
     """MLflow first (to learn the run id), then the parquet row, which is written even when
     tracking is down."""
     run_id = ""
     if cfg.mlflow.enabled:
-        info = RunInfo(
-            default_tracking_uri(launch_dir, cfg.mlflow.tracking_uri), cfg.mlflow.experiment
-        )
+        tracking = Tracking.resolve(launch_dir, cfg.mlflow.tracking_uri, cfg.mlflow.experiment)
         try:
             run_id = log_result(
-                result, info, json.loads(result.model_options), json.loads(result.strategy_options)
+                result,
+                tracking,
+                json.loads(result.model_options),
+                json.loads(result.strategy_options),
+                parent_run_id,
             )
         except Exception as exc:
+            reason = " ".join(str(exc).split())[:300]
             console.print(
-                f"[bold yellow]MLflow tracking failed ({info.tracking_uri}): "
-                f"{type(exc).__name__}: {str(exc).splitlines()[0] if str(exc) else ''}; "
-                "the parquet row is still written (mlflow_run_id empty)[/]"
+                f"[bold yellow]MLflow tracking failed ({tracking.uri}): "
+                f"{type(exc).__name__}: {reason}; the parquet row is still written "
+                "(mlflow_run_id empty)[/]"
             )
     result = dataclasses.replace(result, mlflow_run_id=run_id)
-    results_dir = Path(cfg.results_dir)
-    path = write_result(
-        result, results_dir if results_dir.is_absolute() else launch_dir / results_dir
-    )
+    path = write_result(result, results_dir(cfg, launch_dir))
     log.info("recorded %s (%s) in %s", result.job_id, result.status, path)
-    return result
+    return result, path
+
+
+def results_dir(cfg: DictConfig, launch_dir: Path) -> Path:
+    path = Path(cfg.results_dir)
+    return path if path.is_absolute() else launch_dir / path
+
+
+def thread_cap() -> int | None:
+    """Cores per concurrent job under the joblib launcher, so workers do not oversubscribe."""
+    launcher = HydraConfig.get().launcher
+    if "joblib" not in str(launcher.get("_target_", "")):
+        return None
+    cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count()
+    n_jobs = int(launcher.get("n_jobs") or -1)
+    n_jobs = cores if n_jobs < 1 else n_jobs
+    return max(1, (cores or 1) // n_jobs)
+
+
+def run_in_sweep(cfg: DictConfig, sweep: SweepState, launch_dir: Path, console: Console) -> None:
+    num = HydraConfig.get().job.num
+    done_before = find_done_result(results_dir(cfg, launch_dir), config_hash(cfg))
+    if done_before is not None and not cfg.force:
+        done = sweep.mark_job(num, job_record(num, done_before, "done", resumed=True))
+        console.print(
+            f"[{done}/{sweep.total}] job {num}: already done ({done_before.name}); "
+            "force=true re-runs it"
+        )
+        return
+    result = execute(cfg, REGISTRY, thread_cap())
+    result, path = record(result, cfg, launch_dir, console, sweep.parent_run_id)
+    done = sweep.mark_job(num, job_record(num, path, result.status, resumed=False))
+    console.print(
+        f"[{done}/{sweep.total}] job {num}: {result.strategy} {result.model} {result.dtype} "
+        f"{result.device}: {result.status}"
+        + (f" ({result.error_message})" if result.error_message else "")
+    )
 
 
 @hydra.main(version_base="1.3", config_path=str(conf_dir()), config_name="config")
 def run(cfg: DictConfig) -> None:
-    console = Console()
+    console = make_console()
     for problem in REGISTRY.problems():
         log.warning(problem)
     launch_dir = Path(HydraConfig.get().runtime.cwd)
-    result = record(execute(cfg, REGISTRY), cfg, launch_dir, console)
+    if HydraConfig.get().mode == RunMode.MULTIRUN:
+        sweep = current_sweep()
+        if sweep is None:
+            raise RuntimeError("sweep state not found: was the jacbench sweep callback removed?")
+        run_in_sweep(cfg, sweep, launch_dir, console)
+        return
+    result, _ = record(execute(cfg, REGISTRY), cfg, launch_dir, console)
     print_result(result, console)
-    if HydraConfig.get().mode == RunMode.RUN and not result.ok:
+    if not result.ok:
         print(f"jacbench: {result.status}: {result.error_message}", file=sys.stderr)
         raise SystemExit(1)
 
 
 def main() -> None:
-    run()
+    """Run, then close any sweep this process opened: also when a job crashed and Hydra
+    skipped its end-of-sweep callback. A sweep exits 1 when any job failed."""
+    try:
+        run()
+    finally:
+        exit_code = close_open_sweep()
+    if exit_code:
+        raise SystemExit(exit_code)
 
 
 if __name__ == "__main__":

@@ -62,6 +62,7 @@ class JobConfig:
     device: DeviceConfig = MISSING
     timing: TimingConfig = MISSING
     seed: int = 0
+    force: bool = False  # in a sweep, re-run jobs that already have an ok row
     results_dir: str = "results"  # relative paths are under the launch folder
     mlflow: MlflowConfig = field(default_factory=MlflowConfig)
 

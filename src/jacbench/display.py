@@ -2,10 +2,19 @@
 
 from __future__ import annotations
 
+import sys
+
+import pandas as pd
 from rich.console import Console
 from rich.table import Table
 
 from jacbench.result import Result
+
+
+def make_console() -> Console:
+    """A console that does not squeeze tables to 80 columns when output is a file or pipe."""
+    return Console(width=None if sys.stdout.isatty() else 160)
+
 
 STATUS_STYLE = {"ok": "green", "failed": "bold red", "skipped": "yellow"}
 
@@ -70,4 +79,54 @@ def result_table(result: Result) -> Table:
 
 
 def print_result(result: Result, console: Console | None = None) -> None:
-    (console or Console()).print(result_table(result))
+    (console or make_console()).print(result_table(result))
+
+
+def _cell(value: object, fmt: str) -> str:
+    return "-" if value is None or pd.isna(value) else format(value, fmt)
+
+
+def summary_table(rows: pd.DataFrame, missing: list[int]) -> Table:
+    """One line per job of a sweep, read from the recorded rows (never the live objects)."""
+    table = Table(title="jacbench sweep summary")
+    for name in (
+        "job",
+        "strategy",
+        "model",
+        "dtype",
+        "device",
+        "status",
+        "median time [s]",
+        "rel_err",
+        "verdict",
+        "note",
+    ):
+        table.add_column(name, justify="right" if name in ("job", "rel_err") else "left")
+    for _, row in rows.iterrows():
+        status = str(row["status"])
+        verdict = row.get("within_tol")
+        verdict_text = "-" if verdict is None or pd.isna(verdict) else ("yes" if verdict else "NO")
+        note = "already done (resumed)" if bool(row.get("resumed")) else str(row["error_message"])
+        table.add_row(
+            str(row["job_num"]),
+            str(row["strategy"]),
+            str(row["model"]),
+            str(row["dtype"]),
+            str(row["device"]),
+            f"[{STATUS_STYLE.get(status, '')}]{status}[/]",
+            _cell(row["time_median_s"], ".3e"),
+            _cell(row["rel_err"], ".2e"),
+            verdict_text,
+            note[:80],
+        )
+    for num in missing:
+        table.add_row(
+            str(num),
+            *["?"] * 4,
+            "[bold red]no record[/]",
+            "-",
+            "-",
+            "-",
+            "the job did not run, or died before recording",
+        )
+    return table

@@ -38,6 +38,7 @@ class Result:
     n_timed: int | None
     first_call_s: float | None
     threads: int
+    measure_s: float | None  # wall time spent running the strategy (first call, timing, memory)
     # memory
     peak_mem_bytes: int | None
     memory_method: str

@@ -7,6 +7,7 @@ import dataclasses
 import functools
 import json
 import subprocess
+import time
 import uuid
 from datetime import datetime, timezone
 from pathlib import Path
@@ -62,6 +63,7 @@ def blank_fields(labels: dict[str, str], job_hash: str) -> dict[str, Any]:
             "err_eps",
             "tolerance",
             "within_tol",
+            "measure_s",
         ]
     )
     return {
@@ -88,8 +90,10 @@ def blank_fields(labels: dict[str, str], job_hash: str) -> dict[str, Any]:
     }
 
 
-def execute(cfg: DictConfig, registry: Registry) -> Result:
-    """Validate the config and run the job; bad input becomes a ``failed`` Result."""
+def execute(cfg: DictConfig, registry: Registry, thread_cap: int | None = None) -> Result:
+    """Validate the config and run the job; bad input becomes a ``failed`` Result.
+
+    ``thread_cap`` bounds the torch threads when several jobs share the machine's cores."""
     labels = job_labels(cfg)
     try:
         job = make_job(cfg, registry)
@@ -97,6 +101,8 @@ def execute(cfg: DictConfig, registry: Registry) -> Result:
         fields = blank_fields(labels, config_hash(cfg))
         fields.update(status="failed", error_message=str(exc).splitlines()[0])
         return Result(**fields)
+    if thread_cap is not None and job.timing.threads > thread_cap:
+        job = dataclasses.replace(job, timing=dataclasses.replace(job.timing, threads=thread_cap))
     return run_job(job, labels)
 
 
@@ -126,6 +132,7 @@ def _measure(job: JobSpec, draft: dict[str, Any]) -> None:
     reference, reference_kind = reference_jacobian(problem)
     draft.update(reference_kind=reference_kind)
 
+    started = time.perf_counter()
     first = first_call(lambda: job.strategy.prepare(problem, job.options), job.device)
     draft.update(first_call_s=first.seconds)
     if first.value.requires_grad:
@@ -155,3 +162,4 @@ def _measure(job: JobSpec, draft: dict[str, Any]) -> None:
             peak_mem_bytes=peak_memory(jac, job.device),
             memory_method=MEMORY_METHODS[job.device.type],
         )
+    draft.update(measure_s=time.perf_counter() - started)

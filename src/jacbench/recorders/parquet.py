@@ -1,13 +1,16 @@
 """One parquet file per job, written atomically with one explicit schema.
 
 A shared file updated by read-modify-write loses rows under concurrent writers; one file per
-job, written to a temporary name and renamed, loses none and is never read half-written.
+job, written to a temporary name and renamed, loses none and is never read half-written
+(a job killed mid-write leaves only a hidden temporary file, which readers ignore).
 """
 
 from __future__ import annotations
 
 import dataclasses
 import os
+import tempfile
+from collections.abc import Iterable
 from pathlib import Path
 
 import pandas as pd
@@ -17,23 +20,71 @@ import pyarrow.parquet as pq
 from jacbench.result import SCHEMA, Result
 
 
-def write_result(result: Result, folder: Path) -> Path:
-    folder.mkdir(parents=True, exist_ok=True)
-    table = pa.Table.from_pylist([dataclasses.asdict(result)], schema=SCHEMA)
+def write_atomic(path: Path, data: str | pa.Table) -> None:
+    """Write text or a table to ``path`` through a temporary file and a rename."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+    try:
+        if isinstance(data, str):
+            with os.fdopen(fd, "w") as handle:
+                handle.write(data)
+        else:
+            os.close(fd)
+            pq.write_table(data, tmp)
+        os.replace(tmp, path)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise
+
+
+def result_filename(result: Result) -> str:
+    """Named so that a job's earlier results can be found by config_hash without reading."""
     stamp = result.started_at.strftime("%Y%m%dT%H%M%S")
-    final = folder / f"{stamp}_{result.config_hash}_{result.job_id[:8]}.parquet"
-    tmp = folder / f".{final.name}.tmp"
-    pq.write_table(table, tmp)
-    os.replace(tmp, final)
-    return final
+    return f"{stamp}_{result.config_hash}_{result.job_id[:8]}.parquet"
+
+
+def write_result(result: Result, folder: Path) -> Path:
+    path = folder / result_filename(result)
+    write_atomic(path, pa.Table.from_pylist([dataclasses.asdict(result)], schema=SCHEMA))
+    return path
+
+
+def _to_pandas(table: pa.Table) -> pd.DataFrame:
+    return table.to_pandas(types_mapper=pd.ArrowDtype)
+
+
+def read_files(paths: Iterable[Path]) -> pd.DataFrame:
+    """The rows of these files, plus a ``_file`` column naming where each came from. Files
+    are read one by one, so files of an older jacbench (fewer columns) still load."""
+    tables = []
+    for path in paths:
+        table = pq.read_table(path)
+        tables.append(table.append_column("_file", pa.array([str(path)] * len(table))))
+    if not tables:
+        return pd.DataFrame({name: pd.Series(dtype=object) for name in [*SCHEMA.names, "_file"]})
+    return _to_pandas(pa.concat_tables(tables, promote_options="default"))
 
 
 def read_results(folder: Path) -> pd.DataFrame:
-    """Every job's row under ``folder``. Files are read one by one, so files written by an
-    older jacbench (fewer columns) still load; missing columns come back empty."""
-    files = sorted(Path(folder).glob("*.parquet"))
-    if not files:
-        return pd.DataFrame({name: pd.Series(dtype=object) for name in SCHEMA.names})
-    tables = [pq.read_table(f) for f in files]
-    table = pa.concat_tables(tables, promote_options="default")
-    return table.to_pandas(types_mapper=pd.ArrowDtype)
+    """Every job's row under ``folder`` (missing columns of older files come back empty)."""
+    return read_files(sorted(Path(folder).glob("*.parquet"))).drop(columns="_file")
+
+
+DONE_STATUSES = ("ok", "skipped")  # settled outcomes; a failed job is worth another try
+
+
+def find_done_result(folder: Path, config_hash: str) -> Path | None:
+    """The newest file under ``folder`` whose row for this config_hash is ``ok`` or
+    ``skipped`` (the strategy cannot apply: running it again would not change that)."""
+    for path in sorted(Path(folder).glob(f"*_{config_hash}_*.parquet"), reverse=True):
+        status = pq.read_table(path, columns=["status"]).column("status").to_pylist()
+        if status and status[0] in DONE_STATUSES:
+            return path
+    return None
+
+
+def write_table(path: Path, rows: pd.DataFrame, schema: pa.Schema) -> None:
+    """Write ``rows`` with exactly ``schema``; columns it lacks are written empty."""
+    frame = rows.reindex(columns=schema.names)
+    columns = [pa.array(frame[f.name].tolist(), type=f.type, from_pandas=True) for f in schema]
+    write_atomic(path, pa.Table.from_arrays(columns, schema=schema))

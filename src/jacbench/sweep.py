@@ -1,0 +1,198 @@
+"""Sweeps (``python -m jacbench -m ...``): a parent MLflow run, progress, resume, and a
+summary that is written whatever happened to the jobs.
+
+The launching process opens the sweep in a Hydra callback, before any worker starts (so a
+fresh sqlite database is created once), and closes it when the launcher returns, also when a
+job crashed and Hydra skipped its own end-of-sweep callback. Jobs find the sweep through a
+state file in the sweep folder, which works for in-process, joblib and submitit launchers.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import os
+from dataclasses import dataclass
+from datetime import datetime, timezone
+from pathlib import Path
+from typing import Any
+
+import pyarrow as pa
+from hydra.core.global_hydra import GlobalHydra
+from hydra.core.hydra_config import HydraConfig
+from hydra.core.override_parser.overrides_parser import OverridesParser
+from hydra.experimental.callback import Callback
+from hydra.types import RunMode
+from omegaconf import DictConfig
+
+from jacbench.display import make_console, summary_table
+from jacbench.recorders.mlflow_run import Tracking, finish_parent_run, start_parent_run
+from jacbench.recorders.parquet import read_files, write_atomic, write_table
+from jacbench.result import SCHEMA
+
+STATE_DIR = ".jacbench"
+
+
+@dataclass
+class SweepState:
+    sweep_dir: str
+    results_dir: str
+    total: int
+    overrides: list[str]
+    tracking: dict[str, Any] | None  # Tracking as a dict; None when MLflow is off
+    parent_run_id: str = ""
+    finished: bool = False
+    exit_code: int = 0
+
+    @property
+    def folder(self) -> Path:
+        return Path(self.sweep_dir) / STATE_DIR
+
+    def save(self) -> None:
+        write_atomic(self.folder / "sweep.json", json.dumps(dataclasses.asdict(self), indent=1))
+
+    @classmethod
+    def load(cls, sweep_dir: Path) -> SweepState | None:
+        path = sweep_dir / STATE_DIR / "sweep.json"
+        return cls(**json.loads(path.read_text())) if path.is_file() else None
+
+    def mark_job(self, num: int, record: dict[str, Any]) -> int:
+        """Record that job ``num`` is done; returns how many jobs are done."""
+        jobs = self.folder / "jobs"
+        write_atomic(jobs / f"{num}.json", json.dumps(record))
+        return len(list(jobs.glob("*.json")))
+
+    def job_records(self) -> list[dict[str, Any]]:
+        jobs = self.folder / "jobs"
+        return [json.loads(p.read_text()) for p in sorted(jobs.glob("*.json"))]
+
+
+def count_jobs(overrides: list[str]) -> int:
+    """How many jobs the basic sweeper makes of these overrides (globs expanded)."""
+    from hydra._internal.core_plugins.basic_sweeper import BasicSweeper
+
+    loader = GlobalHydra.instance().config_loader()
+    parsed = OverridesParser.create(config_loader=loader).parse_overrides(overrides)
+    return sum(len(batch) for batch in BasicSweeper.split_arguments(parsed, None))
+
+
+_OPEN: SweepState | None = None  # the sweep opened by this (launching) process
+
+
+def open_sweep(config: DictConfig) -> SweepState:
+    global _OPEN
+    launch_dir = Path.cwd()
+    overrides = list(config.hydra.overrides.task)
+    results_dir = launch_dir / str(config.results_dir)
+    sweep_dir = (launch_dir / str(config.hydra.sweep.dir)).resolve()
+    state = SweepState(str(sweep_dir), str(results_dir), count_jobs(overrides), overrides, None)
+    console = make_console()
+    if config.mlflow.enabled:
+        tracking = Tracking.resolve(
+            launch_dir, config.mlflow.tracking_uri, config.mlflow.experiment
+        )
+        state.tracking = dataclasses.asdict(tracking)
+        params = {
+            "overrides": " ".join(overrides) or "(none)",
+            "sweep_dir": str(sweep_dir),
+            "total_jobs": str(state.total),
+        }
+        try:
+            state.parent_run_id = start_parent_run(tracking, f"sweep-{sweep_dir.name}", params)
+        except Exception as exc:
+            console.print(
+                f"[bold yellow]MLflow tracking failed ({tracking.uri}): {exc}; "
+                "results still go to parquet[/]"
+            )
+    state.save()
+    console.print(
+        f"[bold]jacbench sweep[/]: {state.total} jobs, folder {sweep_dir}"
+        + (f", MLflow parent run {state.parent_run_id}" if state.parent_run_id else "")
+    )
+    _OPEN = state
+    return state
+
+
+def current_sweep() -> SweepState | None:
+    """Inside a job of a multirun: its sweep; None for a single run."""
+    hydra_cfg = HydraConfig.get()
+    if hydra_cfg.mode != RunMode.MULTIRUN:
+        return None
+    return SweepState.load((Path(hydra_cfg.runtime.cwd) / hydra_cfg.sweep.dir).resolve())
+
+
+SUMMARY_SCHEMA = pa.schema(
+    [pa.field("job_num", pa.int64()), pa.field("resumed", pa.bool_()), *SCHEMA]
+)
+
+
+def close_sweep(state: SweepState) -> int:
+    """Summary parquet and table, parent run closed; returns the sweep's exit code
+    (1 when a job failed or left no record). Safe to call twice."""
+    if state.finished:
+        return state.exit_code
+    records = {r["job_num"]: r for r in state.job_records()}
+    rows = read_files([Path(r["result_file"]) for r in records.values()])
+    if len(rows):
+        by_file = {r["result_file"]: r for r in records.values()}
+        rows["job_num"] = [by_file[f]["job_num"] for f in rows["_file"]]
+        rows["resumed"] = [by_file[f]["resumed"] for f in rows["_file"]]
+        rows = rows.drop(columns="_file").sort_values("job_num").reset_index(drop=True)
+    missing = sorted(set(range(state.total)) - set(records))
+    summary_path = Path(state.sweep_dir) / "summary.parquet"
+    write_table(summary_path, rows, SUMMARY_SCHEMA)
+    counts = {
+        s: int((rows["status"] == s).sum()) if len(rows) else 0 for s in ("ok", "failed", "skipped")
+    }
+    n_resumed = int(rows["resumed"].sum()) if len(rows) else 0
+    console = make_console()
+    if records:
+        console.print(summary_table(rows, missing))
+    failed = counts["failed"] > 0 or bool(missing)
+    console.print(
+        f"[bold]{len(rows)}/{state.total} jobs recorded[/]: {counts['ok']} ok, "
+        f"{counts['failed']} failed, {counts['skipped']} skipped, {n_resumed} already done "
+        f"(resumed), {len(missing)} without a record. Summary: {summary_path}"
+    )
+    if state.tracking and state.parent_run_id:
+        tracking = Tracking(**state.tracking)
+        metrics = {f"n_{k}": float(v) for k, v in counts.items()}
+        metrics.update(
+            n_jobs=float(state.total), n_resumed=float(n_resumed), n_missing=float(len(missing))
+        )
+        multirun_yaml = Path(state.sweep_dir) / "multirun.yaml"
+        try:
+            finish_parent_run(
+                tracking, state.parent_run_id, metrics, [summary_path, multirun_yaml], failed
+            )
+        except Exception as exc:
+            console.print(f"[bold yellow]could not close MLflow parent run: {exc}[/]")
+    state.finished, state.exit_code = True, int(failed)
+    state.save()
+    return state.exit_code
+
+
+def close_open_sweep() -> int:
+    """Close the sweep this process opened, if any; returns its exit code."""
+    return close_sweep(_OPEN) if _OPEN is not None else 0
+
+
+class SweepCallback(Callback):
+    """Registered in conf/config.yaml under hydra.callbacks."""
+
+    def on_multirun_start(self, config: DictConfig, **kwargs: Any) -> None:
+        open_sweep(config)
+
+    def on_multirun_end(self, config: DictConfig, **kwargs: Any) -> None:
+        close_open_sweep()
+
+
+def job_record(num: int, result_file: Path, status: str, resumed: bool) -> dict[str, Any]:
+    return {
+        "job_num": num,
+        "result_file": str(result_file),
+        "status": status,
+        "resumed": resumed,
+        "finished_at": datetime.now(timezone.utc).isoformat(),
+        "pid": os.getpid(),
+    }
