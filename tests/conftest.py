@@ -2,15 +2,18 @@
 
 from __future__ import annotations
 
+import dataclasses
 import os
 import subprocess
 import sys
+from datetime import datetime, timezone
 from pathlib import Path
 
 import pandas as pd
 import pytest
 
 from jacbench.recorders.parquet import read_results
+from jacbench.result import Result
 
 QUICK = ["timing=quick"]
 
@@ -19,6 +22,54 @@ def clean_env(**extra: str) -> dict[str, str]:
     env = {k: v for k, v in os.environ.items() if not k.startswith("MLFLOW_")}
     env.update(extra)
     return env
+
+
+def make_result(**changes) -> Result:
+    """A hand-built Result for tests of code that only reads results (schema, reports)."""
+    base = {f.name: None for f in dataclasses.fields(Result)}
+    base.update(
+        model="mlp",
+        strategy="jacrev",
+        strategy_kind="exact",
+        strategy_mode="reverse",
+        dtype="float32",
+        device="cpu",
+        wrt="input",
+        n_in=3,
+        n_out=2,
+        batch=1,
+        seed=0,
+        status="ok",
+        error_message="",
+        time_median_s=1e-4,
+        time_iqr_s=1e-6,
+        n_timed=100,
+        first_call_s=2e-3,
+        measure_s=0.5,
+        ref_norm=1.0,
+        out_norm=2.0,
+        jacobian=[1.0, 2.0],
+        threads=1,
+        peak_mem_bytes=1024,
+        memory_method="cpu",
+        max_abs_err=1e-8,
+        rel_err=2e-7,
+        err_eps=1.7,
+        tolerance=1.2e-5,
+        within_tol=True,
+        reference_kind="autograd",
+        strategy_options="{}",
+        model_options="{}",
+        config_hash="abc",
+        mlflow_run_id="",
+        torch_version="2",
+        device_name="cpu",
+        git_commit="",
+        job_id="0123456789abcdef",
+        started_at=datetime(2026, 1, 2, 3, 4, 5, tzinfo=timezone.utc),
+    )
+    base.update(changes)
+    return Result(**base)
 
 
 class Cli:

@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import math
+import re
+from pathlib import Path
 
 import pytest
 import torch
@@ -168,3 +170,26 @@ def test_custom_model_without_target_names_the_missing_keys(cli):
     proc = cli("model=custom", *QUICK, *NO_MLFLOW)
     assert proc.returncode == 1
     assert "missing value(s) for model._target_, model.input_shape" in proc.stderr
+
+
+def test_per_sample_batch_and_strategies_that_cannot_batch(cli):
+    ok = cli("model.batch=4", "strategy=jacfwd", "dtype=float64", *QUICK, *NO_MLFLOW)
+    assert ok.returncode == 0, ok.stderr
+    skipped = cli("model.batch=4", "strategy=functional", *QUICK, *NO_MLFLOW)
+    assert skipped.returncode == 1 and "batch-aware strategy" in skipped.stderr
+    rows = cli.results().set_index("strategy")
+    assert rows.loc["jacfwd", "batch"] == 4 and rows.loc["jacfwd", "rel_err"] < 1e-12
+    assert rows.loc["functional", "status"] == "skipped"
+
+
+def test_the_readme_user_model_example_runs(cli):
+    readme = (Path(__file__).resolve().parents[1] / "README.md").read_text()
+    block = re.search(r"```python\n(# my_model\.py\n.*?)```", readme, re.S)
+    assert block, "README lost its user-model example"
+    (cli.folder / "my_model.py").write_text(block.group(1))
+    env = clean_env(PYTHONPATH=str(cli.folder))
+    args = ["model=custom", "model._target_=my_model.Rotate", "model.input_shape=[2]"]
+    proc = cli(*args, "strategy=jacfwd", *QUICK, *NO_MLFLOW, env=env)
+    assert proc.returncode == 0, proc.stderr
+    row = cli.results().iloc[0]
+    assert (row["n_in"], row["n_out"]) == (2, 3) and bool(row["within_tol"])

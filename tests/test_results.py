@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import dataclasses
-from datetime import datetime, timezone
 from pathlib import Path
 
 import pandas as pd
@@ -11,6 +10,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 from hydra import compose, initialize_config_dir
 
+from conftest import make_result
 from jacbench.config import conf_dir, config_hash, register_configs
 from jacbench.recorders.parquet import read_results, write_result
 from jacbench.registry import load_registry
@@ -43,49 +43,6 @@ REQUIRED = {
 }
 
 
-def sample(**changes) -> Result:
-    base = {f.name: None for f in dataclasses.fields(Result)}
-    base.update(
-        model="mlp",
-        strategy="jacrev",
-        strategy_kind="exact",
-        strategy_mode="reverse",
-        dtype="float32",
-        device="cpu",
-        wrt="input",
-        n_in=3,
-        n_out=2,
-        batch=1,
-        status="ok",
-        error_message="",
-        time_median_s=1e-4,
-        time_iqr_s=1e-6,
-        n_timed=100,
-        first_call_s=2e-3,
-        measure_s=0.5,
-        threads=1,
-        peak_mem_bytes=1024,
-        memory_method="cpu",
-        max_abs_err=1e-8,
-        rel_err=2e-7,
-        err_eps=1.7,
-        tolerance=1.2e-5,
-        within_tol=True,
-        reference_kind="autograd",
-        strategy_options="{}",
-        model_options="{}",
-        config_hash="abc",
-        mlflow_run_id="",
-        torch_version="2",
-        device_name="cpu",
-        git_commit="",
-        job_id="0123456789abcdef",
-        started_at=datetime(2026, 1, 2, 3, 4, 5, tzinfo=timezone.utc),
-    )
-    base.update(changes)
-    return Result(**base)
-
-
 def test_schema_has_the_documented_columns_and_types():
     for name, type_ in REQUIRED.items():
         assert SCHEMA.field(name).type == type_, name
@@ -95,7 +52,7 @@ def test_schema_has_the_documented_columns_and_types():
 
 
 def test_write_is_atomic_and_round_trips(tmp_path: Path):
-    path = write_result(sample(), tmp_path)
+    path = write_result(make_result(), tmp_path)
     assert [p.name for p in tmp_path.iterdir()] == [path.name]  # no temporary left behind
     assert pq.read_schema(path).equals(SCHEMA, check_metadata=False)
     row = read_results(tmp_path).iloc[0]
@@ -103,8 +60,8 @@ def test_write_is_atomic_and_round_trips(tmp_path: Path):
 
 
 def test_failed_rows_with_empty_metrics_read_back_next_to_ok_rows(tmp_path: Path):
-    write_result(sample(), tmp_path)
-    failed = sample(
+    write_result(make_result(), tmp_path)
+    failed = make_result(
         status="failed",
         error_message="boom",
         job_id="ffff" * 4,
@@ -122,7 +79,7 @@ def test_failed_rows_with_empty_metrics_read_back_next_to_ok_rows(tmp_path: Path
 
 
 def test_older_files_with_fewer_columns_still_read(tmp_path: Path):
-    write_result(sample(), tmp_path)
+    write_result(make_result(), tmp_path)
     old = pa.Table.from_pylist([{"model": "mlp", "strategy": "functional", "status": "ok"}])
     pq.write_table(old, tmp_path / "old.parquet")
     frame = read_results(tmp_path)

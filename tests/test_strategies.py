@@ -85,9 +85,9 @@ def test_approximate_strategies_are_close_in_float64(name):
 
 def test_finite_differences_without_a_batched_model_loop_and_agree():
     problem = build_problem({**MLP, "wrt": "params"}, torch.float64, CPU, seed=0)
-    assert problem.f_batched is None  # parameter Jacobians take the loop path
+    assert not problem.batched_natively  # parameter Jacobians take the loop path
     batched = build_problem(MLP, torch.float64, CPU, seed=0)
-    assert batched.f_batched is not None
+    assert batched.batched_natively
     for p in (problem, batched):
         reference, _ = reference_jacobian(p)
         assert rel_err(jacobian("fd_forward", p), reference) < 1e-6

@@ -63,6 +63,9 @@ class JobConfig:
     timing: TimingConfig = MISSING
     seed: int = 0
     force: bool = False  # in a sweep, re-run jobs that already have an ok row
+    jacobian_max_entries: int = 4096  # store computed Jacobians up to this size in results
+    analysis: str | None = None  # experiments: "module:function" that answers from the rows
+    report: bool = True  # after a sweep, write the report and attach it to the parent run
     results_dir: str = "results"  # relative paths are under the launch folder
     mlflow: MlflowConfig = field(default_factory=MlflowConfig)
 
@@ -132,6 +135,7 @@ class JobSpec:
     timing: TimingConfig
     seed: int
     config_hash: str
+    jacobian_max_entries: int = 4096
 
 
 def _container(node: Any) -> dict[str, Any]:
@@ -172,4 +176,5 @@ def make_job(cfg: DictConfig, registry: Registry) -> JobSpec:
         timing=TimingConfig(**_container(cfg.timing)),
         seed=int(cfg.seed),
         config_hash=config_hash(cfg),
+        jacobian_max_entries=int(cfg.jacobian_max_entries),
     )

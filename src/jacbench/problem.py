@@ -1,8 +1,9 @@
-"""A Problem: the function to differentiate and the point, in one dtype on one device.
+"""A Problem: the function to differentiate and the point(s), in one dtype on one device.
 
 Strategies see a flat view: ``f`` maps a 1-D tensor of N values to a 1-D tensor of M values,
-and the Jacobian has shape (M, N). How that view is made from a model (w.r.t. its input or
-its parameters) is decided here, once.
+and the Jacobian has shape (M, N). With ``batch`` B > 1 there are B independent points, x
+has shape (B, N) and the per-sample Jacobians have shape (B, M, N). How that view is made
+from a model (w.r.t. its input or its parameters) is decided here, once.
 """
 
 from __future__ import annotations
@@ -21,8 +22,9 @@ from torch import nn
 from jacbench.errors import ConfigError
 
 # Keys of a model config that belong to jacbench, not to the model's constructor.
-RESERVED_MODEL_KEYS = ("name", "wrt", "input_shape")
+RESERVED_MODEL_KEYS = ("name", "wrt", "input_shape", "batch")
 WRT_CHOICES = ("input", "params")
+Fn = Callable[[torch.Tensor], torch.Tensor]
 
 
 class FunctionModule(nn.Module):
@@ -38,18 +40,20 @@ class FunctionModule(nn.Module):
 
 @dataclass(frozen=True)
 class Problem:
-    """f: R^N -> R^M at x, plus what is needed to judge an answer."""
+    """f: R^N -> R^M at x (or at each row of x when batch > 1), plus what judges an answer."""
 
     name: str
     wrt: str
-    f: Callable[[torch.Tensor], torch.Tensor]
-    x: torch.Tensor
+    f: Fn  # one point: (N,) -> (M,)
+    x: torch.Tensor  # (N,), or (B, N) when batch > 1
     n_in: int
     n_out: int
-    # (K, N) -> (K, M) in one forward pass, where the model accepts a batch; else None.
-    f_batched: Callable[[torch.Tensor], torch.Tensor] | None
-    # The model's own formula for the Jacobian at a point, where it has one.
-    analytic: Callable[[torch.Tensor], torch.Tensor] | None
+    # Many points: (K, N) -> (K, M); one forward pass where the model accepts a batch
+    # (``batched_natively``), else a loop over the points.
+    f_many: Fn
+    batched_natively: bool
+    # The model's own formula for the Jacobian at one point, where it has one.
+    analytic: Fn | None
     module: nn.Module = field(repr=False)
     input: torch.Tensor = field(repr=False)  # the model's input, in its own shape
     batch: int = 1
@@ -62,6 +66,16 @@ class Problem:
     def device(self) -> torch.device:
         return self.x.device
 
+    @property
+    def points(self) -> torch.Tensor:
+        """x as a (B, N) matrix, also when batch == 1."""
+        return self.x.reshape(self.batch, self.n_in)
+
+    @property
+    def jacobian_shape(self) -> tuple[int, ...]:
+        core = (self.n_out, self.n_in)
+        return core if self.batch == 1 else (self.batch, *core)
+
     def cast(self, dtype: torch.dtype) -> Problem:
         """The same function at the same (already rounded) point, computed in ``dtype``.
 
@@ -72,30 +86,49 @@ class Problem:
             warnings.simplefilter("ignore", UserWarning)
             module = copy.deepcopy(self.module).to(dtype=dtype)
         return make_problem(
-            self.name, module, self.input.to(dtype), self.wrt, self.analytic is not None
+            self.name,
+            module,
+            self.input.to(dtype),
+            self.wrt,
+            self.analytic is not None,
+            self.batch,
         )
 
 
+def _loop(f: Fn) -> Fn:
+    return lambda points: torch.stack([f(p) for p in points])
+
+
 def make_problem(
-    name: str, module: nn.Module, inp: torch.Tensor, wrt: str, has_analytic: bool
+    name: str,
+    module: nn.Module,
+    inp: torch.Tensor,
+    wrt: str,
+    has_analytic: bool,
+    batch: int = 1,
 ) -> Problem:
-    """Flatten ``module`` at ``inp`` into f: R^N -> R^M w.r.t. its input or parameters."""
+    """Flatten ``module`` at ``inp`` into f: R^N -> R^M w.r.t. its input or parameters.
+
+    ``inp`` carries a leading batch dimension when ``batch`` > 1.
+    """
     module.eval().requires_grad_(False)
-    input_shape = tuple(inp.shape)
+    sample_shape = tuple(inp.shape[1:]) if batch > 1 else tuple(inp.shape)
     analytic_fn = getattr(module, "analytic_jacobian", None) if has_analytic else None
-    accepts_batch = bool(getattr(module, "accepts_batch", False))
+    native = bool(getattr(module, "accepts_batch", False))
 
     if wrt == "input":
 
         def f(v: torch.Tensor) -> torch.Tensor:
-            return module(v.reshape(input_shape)).reshape(-1)
+            return module(v.reshape(sample_shape)).reshape(-1)
 
-        def f_batched(v: torch.Tensor) -> torch.Tensor:
-            return module(v.reshape(v.shape[0], *input_shape)).reshape(v.shape[0], -1)
+        def f_native(v: torch.Tensor) -> torch.Tensor:
+            return module(v.reshape(v.shape[0], *sample_shape)).reshape(v.shape[0], -1)
 
-        x = inp.detach().reshape(-1).clone()
-        batched = f_batched if accepts_batch else None
+        x = inp.detach().reshape(batch, -1) if batch > 1 else inp.detach().reshape(-1)
+        f_many = f_native if native else _loop(f)
     elif wrt == "params":
+        if batch > 1:
+            raise ConfigError("batch > 1 needs wrt=input (per-sample Jacobians of the input)")
         names = [n for n, _ in module.named_parameters()]
         if not names:
             raise ConfigError(f"model {name!r} has no parameters; use wrt=input")
@@ -110,32 +143,38 @@ def make_problem(
             return torch.func.functional_call(module, values, (fixed_input,)).reshape(-1)
 
         x = torch.cat([p.reshape(-1) for p in params]).clone()
-        batched, analytic_fn = None, None
+        f_many, native, analytic_fn = _loop(f), False, None
     else:
         raise ConfigError(f"unknown wrt {wrt!r}; valid choices: {', '.join(WRT_CHOICES)}")
 
     with torch.no_grad():
-        n_out = f(x).numel()
+        n_out = f(x.reshape(batch, -1)[0]).numel()
     return Problem(
         name=name,
         wrt=wrt,
         f=f,
         x=x,
-        n_in=x.numel(),
+        n_in=x.reshape(batch, -1).shape[1],
         n_out=n_out,
-        f_batched=batched,
+        f_many=f_many,
+        batched_natively=native,
         analytic=analytic_fn,
         module=module,
         input=inp.detach(),
+        batch=batch,
     )
 
 
-def _sample_input(module: nn.Module, shape: Sequence[int], seed: int) -> torch.Tensor:
+def _sample_input(module: nn.Module, shape: Sequence[int], seed: int, batch: int) -> torch.Tensor:
     gen = torch.Generator().manual_seed(seed)
     sampler = getattr(module, "sample_input", None)
-    if sampler is not None:
-        return sampler(gen).to(torch.float64)
-    return torch.randn(tuple(shape), generator=gen, dtype=torch.float64)
+
+    def one() -> torch.Tensor:
+        if sampler is not None:
+            return sampler(gen).to(torch.float64)
+        return torch.randn(tuple(shape), generator=gen, dtype=torch.float64)
+
+    return torch.stack([one() for _ in range(batch)]) if batch > 1 else one()
 
 
 def build_problem(
@@ -149,6 +188,9 @@ def build_problem(
     name = cfg.pop("name", None) or str(target).rsplit(".", 1)[-1]
     wrt = cfg.pop("wrt", "input")
     input_shape = cfg.pop("input_shape", None)
+    batch = cfg.pop("batch", None) or 1
+    if int(batch) < 1:
+        raise ConfigError(f"model {name!r}: batch must be >= 1, got {batch}")
     torch.manual_seed(seed)  # parameter initialisation is part of the problem's identity
     try:
         obj = hydra.utils.instantiate(cfg, _convert_="all")
@@ -166,8 +208,17 @@ def build_problem(
         raise ConfigError(f"model {name!r}: input_shape must be positive, got {list(shape)}")
     module = module.to(device=device, dtype=dtype)
     # The point is drawn in float64 and rounded once, so every dtype sees the same point.
-    inp = _sample_input(module, shape, seed).to(device=device, dtype=dtype)
-    return make_problem(name, module, inp, wrt, has_analytic=hasattr(module, "analytic_jacobian"))
+    inp = _sample_input(module, shape, seed, int(batch)).to(device=device, dtype=dtype)
+    return make_problem(name, module, inp, wrt, hasattr(module, "analytic_jacobian"), int(batch))
+
+
+def _one_reference(problem: Problem, x: torch.Tensor) -> torch.Tensor:
+    if problem.analytic is not None:
+        return problem.analytic(x)
+    try:
+        return torch.func.jacrev(problem.f)(x)
+    except Exception:  # some ops have no vmap rule: fall back to the plain row loop
+        return torch.autograd.functional.jacobian(problem.f, x)
 
 
 def reference_jacobian(problem: Problem) -> tuple[torch.Tensor, str]:
@@ -177,11 +228,6 @@ def reference_jacobian(problem: Problem) -> tuple[torch.Tensor, str]:
     of the same function at the same rounded point. Never timed.
     """
     exact = problem.cast(torch.float64)
-    if exact.analytic is not None:
-        jac = exact.analytic(exact.x)
-        return jac.detach().reshape(exact.n_out, exact.n_in).cpu(), "analytic"
-    try:
-        jac = torch.func.jacrev(exact.f)(exact.x)
-    except Exception:  # some ops have no vmap rule: fall back to the plain row loop
-        jac = torch.autograd.functional.jacobian(exact.f, exact.x)
-    return jac.detach().reshape(exact.n_out, exact.n_in).cpu(), "autograd_float64"
+    jacs = [_one_reference(exact, x) for x in exact.points]
+    jac = torch.stack(jacs).reshape(exact.jacobian_shape).detach().cpu()
+    return jac, "analytic" if exact.analytic is not None else "autograd_float64"

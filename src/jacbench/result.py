@@ -30,6 +30,7 @@ class Result:
     n_in: int | None  # N: the Jacobian has n_out rows and n_in columns
     n_out: int | None  # M
     batch: int  # Jacobians computed per call (1 unless per-sample batches)
+    seed: int  # seeds the model's parameters and the point
     status: str  # ok, failed or skipped
     error_message: str  # why, when not ok
     # timing
@@ -49,6 +50,11 @@ class Result:
     tolerance: float | None
     within_tol: bool | None
     reference_kind: str  # analytic or autograd_float64
+    ref_norm: float | None  # Frobenius norm of the reference Jacobian (its scale)
+    out_norm: float | None  # 2-norm of f(x), in float64 (the output's scale)
+    # The computed Jacobian itself (row-major, as float64), for small ones only
+    # (at most jacobian_max_entries numbers); null otherwise.
+    jacobian: list[float] | None
     # identity and provenance
     strategy_options: str  # JSON
     model_options: str  # JSON
@@ -74,11 +80,17 @@ _ARROW_TYPES: dict[type, pa.DataType] = {
 }
 
 
+def _arrow_type(hint: typing.Any) -> pa.DataType:
+    if typing.get_origin(hint) is list:
+        return pa.list_(_arrow_type(typing.get_args(hint)[0]))
+    return _ARROW_TYPES[hint]
+
+
 def _arrow_field(name: str, hint: typing.Any) -> pa.Field:
     args = [a for a in typing.get_args(hint) if a is not type(None)]
     nullable = isinstance(hint, types.UnionType) or typing.get_origin(hint) is typing.Union
     base = args[0] if nullable else hint
-    return pa.field(name, _ARROW_TYPES[base], nullable=nullable)
+    return pa.field(name, _arrow_type(base), nullable=nullable)
 
 
 def _schema() -> pa.Schema:

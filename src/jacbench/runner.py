@@ -23,6 +23,7 @@ from jacbench.numerics import compare, tolerance
 from jacbench.problem import build_problem, reference_jacobian
 from jacbench.registry import Registry
 from jacbench.result import Result
+from jacbench.strategy import StrategySkip
 
 
 @functools.cache
@@ -47,7 +48,7 @@ def device_name(device: torch.device) -> str:
     return "cpu"
 
 
-def blank_fields(labels: dict[str, str], job_hash: str) -> dict[str, Any]:
+def blank_fields(labels: dict[str, str], job_hash: str, seed: int) -> dict[str, Any]:
     """Every Result field at 'not reached yet'; the job fills in what it gets to."""
     unmeasured = dict.fromkeys(
         [
@@ -64,6 +65,9 @@ def blank_fields(labels: dict[str, str], job_hash: str) -> dict[str, Any]:
             "tolerance",
             "within_tol",
             "measure_s",
+            "ref_norm",
+            "out_norm",
+            "jacobian",
         ]
     )
     return {
@@ -71,6 +75,7 @@ def blank_fields(labels: dict[str, str], job_hash: str) -> dict[str, Any]:
         **labels,
         "wrt": "",
         "batch": 1,
+        "seed": seed,
         "status": "ok",
         "error_message": "",
         "threads": torch.get_num_threads(),
@@ -98,7 +103,7 @@ def execute(cfg: DictConfig, registry: Registry, thread_cap: int | None = None) 
     try:
         job = make_job(cfg, registry)
     except ConfigError as exc:
-        fields = blank_fields(labels, config_hash(cfg))
+        fields = blank_fields(labels, config_hash(cfg), int(cfg.get("seed", 0)))
         fields.update(status="failed", error_message=str(exc).splitlines()[0])
         return Result(**fields)
     if thread_cap is not None and job.timing.threads > thread_cap:
@@ -108,7 +113,7 @@ def execute(cfg: DictConfig, registry: Registry, thread_cap: int | None = None) 
 
 def run_job(job: JobSpec, labels: dict[str, str]) -> Result:
     torch.set_num_threads(job.timing.threads)
-    draft = blank_fields(labels, job.config_hash)
+    draft = blank_fields(labels, job.config_hash, job.seed)
     draft.update(
         wrt=str(job.model.get("wrt", "input")),
         threads=job.timing.threads,
@@ -129,8 +134,19 @@ def run_job(job: JobSpec, labels: dict[str, str]) -> Result:
 def _measure(job: JobSpec, draft: dict[str, Any]) -> None:
     problem = build_problem(job.model, job.dtype, job.device, job.seed)
     draft.update(n_in=problem.n_in, n_out=problem.n_out, wrt=problem.wrt, batch=problem.batch)
+    if problem.batch > 1 and not job.strategy.batch:
+        raise StrategySkip(
+            f"strategy {job.strategy.name!r} computes one Jacobian at a time; batch="
+            f"{problem.batch} needs a batch-aware strategy (e.g. jacrev, jacfwd, fd_central)"
+        )
     reference, reference_kind = reference_jacobian(problem)
-    draft.update(reference_kind=reference_kind)
+    with torch.no_grad():
+        outputs = problem.f_many(problem.points)
+    draft.update(
+        reference_kind=reference_kind,
+        ref_norm=float(torch.linalg.norm(reference)),
+        out_norm=float(torch.linalg.norm(outputs.detach().double())),
+    )
 
     started = time.perf_counter()
     first = first_call(lambda: job.strategy.prepare(problem, job.options), job.device)
@@ -152,6 +168,8 @@ def _measure(job: JobSpec, draft: dict[str, Any]) -> None:
             error_message=f"non-finite Jacobian: {errors.n_nonfinite} of {n} entries are nan/inf",
         )
         return
+    if first.value.numel() <= job.jacobian_max_entries:
+        draft.update(jacobian=first.value.detach().double().cpu().reshape(-1).tolist())
     jac = first.jac
     del first  # free the first Jacobian before timing and memory
 

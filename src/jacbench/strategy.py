@@ -54,6 +54,7 @@ class StrategySpec:
     prepare: Callable[[Problem, Any], JacobianFn]
     options: type = NoOptions
     doc: str = ""
+    batch: bool = False  # computes per-sample Jacobians (B, M, N) when problem.batch > 1
 
     def make_options(self, values: dict[str, Any]) -> Any:
         """Build the typed options; their ``__post_init__`` validates the values."""
@@ -68,12 +69,13 @@ class StrategySpec:
 
 
 def strategy(
-    kind: Kind | str, mode: Mode | str, options: type = NoOptions
+    kind: Kind | str, mode: Mode | str, options: type = NoOptions, batch: bool = False
 ) -> Callable[[Callable[[Problem, Any], JacobianFn]], StrategySpec]:
     """Decorate ``prepare(problem, opts) -> jac`` to make it a strategy.
 
     The strategy's name is the function's name; register it with one entry-point line in the
-    ``jacbench.strategies`` group.
+    ``jacbench.strategies`` group. ``batch=True`` declares that it handles problems with
+    several independent points (``problem.batch`` > 1); others are skipped there.
     """
     if not dataclasses.is_dataclass(options):
         raise TypeError("options must be a dataclass whose fields all have defaults")
@@ -85,6 +87,7 @@ def strategy(
             mode=Mode(mode),
             prepare=prepare,
             options=options,
+            batch=batch,
             doc=(prepare.__doc__ or "").strip().splitlines()[0] if prepare.__doc__ else "",
         )
 

@@ -10,6 +10,7 @@ state file in the sweep folder, which works for in-process, joblib and submitit 
 from __future__ import annotations
 
 import dataclasses
+import importlib
 import json
 import os
 from dataclasses import dataclass
@@ -24,6 +25,8 @@ from hydra.core.override_parser.overrides_parser import OverridesParser
 from hydra.experimental.callback import Callback
 from hydra.types import RunMode
 from omegaconf import DictConfig
+from rich.panel import Panel
+from rich.text import Text
 
 from jacbench.display import make_console, summary_table
 from jacbench.recorders.mlflow_run import Tracking, finish_parent_run, start_parent_run
@@ -40,6 +43,8 @@ class SweepState:
     total: int
     overrides: list[str]
     tracking: dict[str, Any] | None  # Tracking as a dict; None when MLflow is off
+    analysis: str | None = None  # experiments: "module:function" answering from the rows
+    report: bool = True  # write the report into the sweep folder and the parent run
     parent_run_id: str = ""
     finished: bool = False
     exit_code: int = 0
@@ -67,10 +72,13 @@ class SweepState:
         return [json.loads(p.read_text()) for p in sorted(jobs.glob("*.json"))]
 
 
-def count_jobs(overrides: list[str]) -> int:
-    """How many jobs the basic sweeper makes of these overrides (globs expanded)."""
+def count_jobs(config: DictConfig) -> int:
+    """How many jobs the basic sweeper makes: its ``params`` (set by experiment presets)
+    followed by the command line's overrides, globs expanded, as BasicSweeper does."""
     from hydra._internal.core_plugins.basic_sweeper import BasicSweeper
 
+    params = config.hydra.sweeper.get("params") or {}
+    overrides = [f"{k}={v}" for k, v in params.items()] + list(config.hydra.overrides.task)
     loader = GlobalHydra.instance().config_loader()
     parsed = OverridesParser.create(config_loader=loader).parse_overrides(overrides)
     return sum(len(batch) for batch in BasicSweeper.split_arguments(parsed, None))
@@ -85,7 +93,15 @@ def open_sweep(config: DictConfig) -> SweepState:
     overrides = list(config.hydra.overrides.task)
     results_dir = launch_dir / str(config.results_dir)
     sweep_dir = (launch_dir / str(config.hydra.sweep.dir)).resolve()
-    state = SweepState(str(sweep_dir), str(results_dir), count_jobs(overrides), overrides, None)
+    state = SweepState(
+        str(sweep_dir),
+        str(results_dir),
+        count_jobs(config),
+        overrides,
+        None,
+        config.get("analysis"),
+        bool(config.get("report", True)),
+    )
     console = make_console()
     if config.mlflow.enabled:
         tracking = Tracking.resolve(
@@ -154,22 +170,45 @@ def close_sweep(state: SweepState) -> int:
         f"{counts['failed']} failed, {counts['skipped']} skipped, {n_resumed} already done "
         f"(resumed), {len(missing)} without a record. Summary: {summary_path}"
     )
+    artifacts = [summary_path, Path(state.sweep_dir) / "multirun.yaml"]
+    if state.analysis and len(rows):
+        artifacts.append(answer_experiment(state, rows, console))
+    if state.report and len(rows):
+        report_dir = Path(state.sweep_dir) / "report"
+        try:
+            from jacbench.report import write_report  # matplotlib: only when needed
+
+            write_report(rows, report_dir)
+            artifacts.append(report_dir)
+            console.print(f"Report: {report_dir / 'report.html'}")
+        except Exception as exc:  # a report problem must not lose the sweep's records
+            console.print(f"[bold yellow]could not write the report: {exc}[/]")
     if state.tracking and state.parent_run_id:
         tracking = Tracking(**state.tracking)
         metrics = {f"n_{k}": float(v) for k, v in counts.items()}
         metrics.update(
             n_jobs=float(state.total), n_resumed=float(n_resumed), n_missing=float(len(missing))
         )
-        multirun_yaml = Path(state.sweep_dir) / "multirun.yaml"
         try:
-            finish_parent_run(
-                tracking, state.parent_run_id, metrics, [summary_path, multirun_yaml], failed
-            )
+            finish_parent_run(tracking, state.parent_run_id, metrics, artifacts, failed)
         except Exception as exc:
             console.print(f"[bold yellow]could not close MLflow parent run: {exc}[/]")
     state.finished, state.exit_code = True, int(failed)
     state.save()
     return state.exit_code
+
+
+def answer_experiment(state: SweepState, rows: Any, console: Any) -> Path:
+    """Run the experiment's analysis on the recorded rows; print and save its answer."""
+    module_name, _, function = str(state.analysis).partition(":")
+    path = Path(state.sweep_dir) / "answer.md"
+    try:
+        answer = getattr(importlib.import_module(module_name), function or "answer")(rows)
+    except Exception as exc:
+        answer = f"The analysis {state.analysis} could not answer: {type(exc).__name__}: {exc}"
+    console.print(Panel(Text(answer), title="answer", expand=False))
+    write_atomic(path, answer + "\n")
+    return path
 
 
 def close_open_sweep() -> int:

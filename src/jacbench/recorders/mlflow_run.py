@@ -182,6 +182,8 @@ def finish_parent_run(
 ) -> None:
     client = _client(tracking)
     for path in artifacts:
-        if path.exists():
+        if path.is_dir():
+            _retry(lambda p=path: client.log_artifacts(run_id, str(p), artifact_path=p.name))
+        elif path.exists():
             _retry(lambda p=path: client.log_artifact(run_id, str(p)))
     _log_and_close(tracking, run_id, metrics, {}, {}, failed)

@@ -56,18 +56,22 @@ def _to_pandas(table: pa.Table) -> pd.DataFrame:
 def read_files(paths: Iterable[Path]) -> pd.DataFrame:
     """The rows of these files, plus a ``_file`` column naming where each came from. Files
     are read one by one, so files of an older jacbench (fewer columns) still load."""
-    tables = []
+    tables, missing = [], set()
     for path in paths:
         table = pq.read_table(path)
+        missing |= set(SCHEMA.names) - set(table.column_names)
         tables.append(table.append_column("_file", pa.array([str(path)] * len(table))))
     if not tables:
         return pd.DataFrame({name: pd.Series(dtype=object) for name in [*SCHEMA.names, "_file"]})
-    return _to_pandas(pa.concat_tables(tables, promote_options="default"))
+    frame = _to_pandas(pa.concat_tables(tables, promote_options="default"))
+    frame.attrs["missing_columns"] = sorted(missing)  # lacking in some (older) files
+    return frame
 
 
 def read_results(folder: Path) -> pd.DataFrame:
     """Every job's row under ``folder`` (missing columns of older files come back empty)."""
-    return read_files(sorted(Path(folder).glob("*.parquet"))).drop(columns="_file")
+    frame = read_files(sorted(Path(folder).glob("*.parquet")))
+    return frame.drop(columns="_file")  # attrs (missing_columns) are kept
 
 
 DONE_STATUSES = ("ok", "skipped")  # settled outcomes; a failed job is worth another try

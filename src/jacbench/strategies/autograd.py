@@ -2,27 +2,49 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 import torch
 
 from jacbench.problem import Problem
 from jacbench.strategy import Kind, Mode, NoOptions, strategy
 
 
-def _forward_with_grad(problem: Problem) -> tuple[torch.Tensor, torch.Tensor]:
-    """Evaluate f at a fresh leaf copy of x that records a graph."""
-    x = problem.x.detach().requires_grad_(True)
-    return x, problem.f(x)
+def rows_view(problem: Problem) -> tuple[torch.Tensor, Callable[[torch.Tensor], torch.Tensor]]:
+    """(X, F): the point(s) as a (B, N) matrix and F: (B, N) -> (B, M).
+
+    For one point F is ``f`` itself (same arithmetic as the forum's code); for a batch it is
+    the model's batched forward, whose samples are independent, so the Jacobian of
+    ``F(X)[:, i].sum()`` w.r.t. X holds row i of every sample's Jacobian.
+    """
+    if problem.batch == 1:
+        return problem.x.reshape(1, -1), lambda X: problem.f(X[0]).unsqueeze(0)
+    return problem.x, problem.f_many
 
 
-@strategy(Kind.EXACT, Mode.REVERSE)
+def per_sample(problem: Problem, jac: torch.Tensor) -> torch.Tensor:
+    """(B, M, N) -> the problem's Jacobian shape ((M, N) for one point)."""
+    return jac.reshape(problem.jacobian_shape)
+
+
+def _forward_with_grad(problem: Problem):
+    points, F = rows_view(problem)
+    X = points.detach().requires_grad_(True)
+    return X, F(X)
+
+
+@strategy(Kind.EXACT, Mode.REVERSE, batch=True)
 def autograd_loop(problem: Problem, opts: NoOptions):
     """A Python loop of torch.autograd.grad, one backward pass per output row."""
 
     def jac() -> torch.Tensor:
-        x, y = _forward_with_grad(problem)
-        last = y.numel() - 1
-        rows = [torch.autograd.grad(y[i], x, retain_graph=i < last)[0] for i in range(y.numel())]
-        return torch.stack(rows)
+        X, Y = _forward_with_grad(problem)
+        last = problem.n_out - 1
+        rows = [
+            torch.autograd.grad(Y[:, i].sum(), X, retain_graph=i < last)[0]
+            for i in range(problem.n_out)
+        ]
+        return per_sample(problem, torch.stack(rows, dim=1))
 
     return jac
 
@@ -49,14 +71,16 @@ def functional_forward(problem: Problem, opts: NoOptions):
     return _functional_jacobian(problem, vectorize=True, strategy="forward-mode")
 
 
-@strategy(Kind.EXACT, Mode.REVERSE)
+@strategy(Kind.EXACT, Mode.REVERSE, batch=True)
 def grads_batched(problem: Problem, opts: NoOptions):
     """One torch.autograd.grad call with is_grads_batched=True over the identity."""
     eye = torch.eye(problem.n_out, dtype=problem.dtype, device=problem.device)
+    grad_outputs = eye.unsqueeze(1).expand(problem.n_out, problem.batch, problem.n_out)
 
     def jac() -> torch.Tensor:
-        x, y = _forward_with_grad(problem)
-        return torch.autograd.grad(y, x, eye, is_grads_batched=True)[0]
+        X, Y = _forward_with_grad(problem)
+        rows = torch.autograd.grad(Y, X, grad_outputs, is_grads_batched=True)[0]
+        return per_sample(problem, rows.transpose(0, 1))
 
     return jac
 
@@ -67,7 +91,8 @@ def naive_single_grad(problem: Problem, opts: NoOptions):
     of the rows (seed 003). Kept as a negative control."""
 
     def jac() -> torch.Tensor:
-        x, y = _forward_with_grad(problem)
+        x = problem.x.detach().requires_grad_(True)
+        y = problem.f(x)
         outputs = [y[i : i + 1] for i in range(y.numel())]
         grads = torch.autograd.grad(outputs, [x] * len(outputs))
         return torch.stack(grads)

@@ -6,21 +6,24 @@ import torch
 import torch.autograd.forward_ad as fwAD
 
 from jacbench.problem import Problem
+from jacbench.strategies.autograd import per_sample, rows_view
 from jacbench.strategy import Kind, Mode, NoOptions, strategy
 
 
-@strategy(Kind.EXACT, Mode.FORWARD)
+@strategy(Kind.EXACT, Mode.FORWARD, batch=True)
 def forward_ad_loop(problem: Problem, opts: NoOptions):
     """A loop of forward passes on dual numbers, one Jacobian column each."""
-    directions = torch.eye(problem.n_in, dtype=problem.dtype, device=problem.device)
+    X, F = rows_view(problem)
+    eye = torch.eye(problem.n_in, dtype=problem.dtype, device=problem.device)
+    directions = [e.expand_as(X) for e in eye]  # direction j for every sample at once
 
     def jac() -> torch.Tensor:
         columns = []
         with fwAD.dual_level():
             for direction in directions:
-                out = problem.f(fwAD.make_dual(problem.x, direction))
+                out = F(fwAD.make_dual(X, direction))
                 tangent = fwAD.unpack_dual(out).tangent
                 columns.append(torch.zeros_like(out) if tangent is None else tangent)
-        return torch.stack(columns, dim=1)
+        return per_sample(problem, torch.stack(columns, dim=-1))
 
     return jac

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 
 import torch
@@ -35,15 +36,20 @@ class JacfwdOptions:
             )
 
 
-@strategy(Kind.EXACT, Mode.REVERSE, options=JacrevOptions)
+def over_points(problem: Problem, jac_fn: Callable) -> Callable[[], torch.Tensor]:
+    """Call a per-point Jacobian function, vmapped over the samples of a batch."""
+    if problem.batch > 1:
+        jac_fn = torch.func.vmap(jac_fn)
+    return lambda: jac_fn(problem.x)
+
+
+@strategy(Kind.EXACT, Mode.REVERSE, options=JacrevOptions, batch=True)
 def jacrev(problem: Problem, opts: JacrevOptions):
     """torch.func.jacrev: vmap over vector-Jacobian products."""
-    jac_fn = torch.func.jacrev(problem.f, chunk_size=opts.chunk_size)
-    return lambda: jac_fn(problem.x)
+    return over_points(problem, torch.func.jacrev(problem.f, chunk_size=opts.chunk_size))
 
 
-@strategy(Kind.EXACT, Mode.FORWARD, options=JacfwdOptions)
+@strategy(Kind.EXACT, Mode.FORWARD, options=JacfwdOptions, batch=True)
 def jacfwd(problem: Problem, opts: JacfwdOptions):
     """torch.func.jacfwd: vmap over Jacobian-vector products."""
-    jac_fn = torch.func.jacfwd(problem.f, randomness=opts.randomness)
-    return lambda: jac_fn(problem.x)
+    return over_points(problem, torch.func.jacfwd(problem.f, randomness=opts.randomness))

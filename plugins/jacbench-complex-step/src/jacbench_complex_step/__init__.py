@@ -46,10 +46,7 @@ def complex_step(problem: Problem, opts: ComplexStepOptions):
     def jac() -> torch.Tensor:
         with torch.no_grad():
             points = x + directions
-            if complex_problem.f_batched is not None:
-                values = complex_problem.f_batched(points)
-            else:
-                values = torch.stack([complex_problem.f(p) for p in points])
+            values = complex_problem.f_many(points)  # one pass where the model allows
             return (values.imag / opts.h).T.to(problem.dtype)
 
     return jac

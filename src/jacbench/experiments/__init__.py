@@ -1,0 +1,38 @@
+"""The forum questions as experiments. Each module has ``answer(rows) -> str``, called at the
+end of its sweep with the recorded rows of that sweep (never the live objects), and its
+preset in conf/experiment/ (``python -m jacbench +experiment=seed00K``)."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+import pandas as pd
+import torch
+
+from jacbench.numerics import parse_dtype
+
+MACHINE_EPS = {name: float(torch.finfo(parse_dtype(name)).eps) for name in ("float32", "float64")}
+
+
+def ok_rows(rows: pd.DataFrame) -> pd.DataFrame:
+    return rows[rows["status"] == "ok"].copy()
+
+
+def option(row: pd.Series, group: str, key: str, default: Any = None) -> Any:
+    """A model or strategy option of a recorded row (from its JSON column)."""
+    return json.loads(row[f"{group}_options"]).get(key, default)
+
+
+def jacobian(row: pd.Series) -> torch.Tensor:
+    """The recorded Jacobian of a row, as float64, shaped (batch?, n_out, n_in)."""
+    values = torch.tensor(list(row["jacobian"]), dtype=torch.float64)
+    shape = (int(row["n_out"]), int(row["n_in"]))
+    return values.reshape(shape if int(row["batch"]) == 1 else (int(row["batch"]), *shape))
+
+
+def table(header: list[str], lines: list[list[str]]) -> str:
+    """A plain-text table (the answer goes to a terminal and to answer.md alike)."""
+    widths = [max(len(str(c)) for c in col) for col in zip(header, *lines, strict=True)]
+    fmt = "  ".join(f"{{:<{w}}}" for w in widths)
+    return "\n".join(fmt.format(*map(str, line)) for line in [header, *lines])

@@ -1,0 +1,48 @@
+"""Seed 003: one torch.autograd.grad call over all outputs returns every Jacobian row as the
+sum of the rows. Why, and what is the fast correct way?"""
+
+from __future__ import annotations
+
+import pandas as pd
+
+from jacbench.experiments import jacobian, ok_rows, table
+
+
+def answer(rows: pd.DataFrame) -> str:
+    rows = ok_rows(rows).sort_values("time_median_s")
+    if rows.empty:
+        return "seed003: no rows recorded."
+    loop = rows[rows["strategy"] == "autograd_loop"]
+    base = float(loop["time_median_s"].iloc[0]) if not loop.empty else float("nan")
+    lines = [
+        [
+            r["strategy"],
+            r["dtype"],
+            "yes" if r["within_tol"] else "NO (wrong)",
+            f"{r['rel_err']:.1e}",
+            f"{r['time_median_s'] * 1e6:.1f}",
+            f"{r['time_median_s'] / base:.2f}",
+        ]
+        for _, r in rows.iterrows()
+    ]
+    text = [
+        "seed003: q in R^2 -> cat([2q, 4q*q]), Jacobian 4x2",
+        table(["strategy", "dtype", "correct", "rel_err", "median [us]", "time / loop"], lines),
+    ]
+    naive = rows[rows["strategy"] == "naive_single_grad"]
+    correct = rows[rows["within_tol"].astype(bool) & (rows["strategy_kind"] == "exact")]
+    if not naive.empty and naive["jacobian"].notna().iloc[0]:
+        wrong = jacobian(naive.iloc[0])
+        text.append(
+            f"naive_single_grad returned rows {wrong[0].tolist()} (each = the sum of "
+            "the true rows)."
+        )
+    fastest = correct.iloc[0]["strategy"] if not correct.empty else "?"
+    text.append(
+        "Answer: grad(outputs, inputs) adds up the contributions of all outputs to each input "
+        "(it computes the vector-Jacobian product with a vector of ones), so asking once for "
+        "all rows gives their sum, however the outputs are split. The correct one-call ways "
+        "batch the vectors instead: torch.autograd.grad(y, x, eye, is_grads_batched=True) "
+        f"(grads_batched) or torch.func.jacrev; the fastest correct one here was {fastest}."
+    )
+    return "\n".join(text)

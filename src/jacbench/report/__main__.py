@@ -1,0 +1,46 @@
+"""``python -m jacbench.report RESULTS [--out DIR]`` and
+``python -m jacbench.report --compare BEFORE AFTER [--out DIR]``."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+
+from jacbench.report.build import write_report
+from jacbench.report.compare import compare_report
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(
+        prog="python -m jacbench.report",
+        description="Tables, plots and a recommendation from a jacbench results folder.",
+    )
+    parser.add_argument("results", nargs="?", type=Path, help="results folder (parquet files)")
+    parser.add_argument("--out", type=Path, default=Path("report"), help="output folder")
+    parser.add_argument(
+        "--compare",
+        nargs=2,
+        type=Path,
+        metavar=("BEFORE", "AFTER"),
+        help="compare two results folders instead",
+    )
+    args = parser.parse_args(argv)
+    folders = args.compare or ([args.results] if args.results else [])
+    if not folders:
+        parser.error("give a results folder, or --compare BEFORE AFTER")
+    for folder in folders:
+        if not folder.is_dir():
+            parser.error(f"{folder} is not a folder of jacbench results")
+    if args.compare:
+        path, text = compare_report(*args.compare, args.out)
+        print(text)
+        print(f"written: {path}")
+        return 0
+    for path in write_report(args.results, args.out):
+        print(f"written: {path}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,137 @@
+"""Per-problem tables, the recommendation and rules of thumb, computed from rows."""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+import pandas as pd
+
+from jacbench.report.problems import DEFAULT_STRATEGY, good, latest_ok
+
+
+def _fmt(value: object, spec: str) -> str:
+    if value is None or (isinstance(value, float) and math.isnan(value)) or value is pd.NA:
+        return "-"
+    return format(value, spec)
+
+
+def default_time(rows: pd.DataFrame) -> float | None:
+    base = latest_ok(rows)
+    base = base[base["strategy"] == DEFAULT_STRATEGY]
+    return float(base["time_median_s"].min()) if len(base) else None
+
+
+HEADER = [
+    "strategy",
+    "kind",
+    "mode",
+    "status",
+    "median [s]",
+    "IQR [s]",
+    f"speedup vs {DEFAULT_STRATEGY}",
+    "err_eps",
+    "within tol",
+]
+
+
+def problem_lines(rows: pd.DataFrame) -> list[list[str]]:
+    """One line per measured strategy variant, fastest first."""
+    base = default_time(rows)
+    ok = latest_ok(rows).sort_values("time_median_s")
+    lines = []
+    for _, r in ok.iterrows():
+        speedup = base / r["time_median_s"] if base and r["time_median_s"] > 0 else None
+        verdict = r["within_tol"]
+        lines.append(
+            [
+                r["label"],
+                str(r["strategy_kind"]),
+                str(r["strategy_mode"] or "-"),
+                "ok",
+                _fmt(r["time_median_s"], ".3e"),
+                _fmt(r["time_iqr_s"], ".1e"),
+                _fmt(speedup, ".2f") + ("x" if speedup else ""),
+                _fmt(r["err_eps"], ".3g"),
+                "-" if verdict is pd.NA else ("yes" if verdict else "NO"),
+            ]
+        )
+    return lines
+
+
+def not_ok_lines(rows: pd.DataFrame) -> list[list[str]]:
+    bad = rows[rows["status"] != "ok"].drop_duplicates(["label", "status", "error_message"])
+    return [[r["label"], str(r["status"]), str(r["error_message"])] for _, r in bad.iterrows()]
+
+
+@dataclass(frozen=True)
+class Recommendation:
+    problem: str
+    best: str | None
+    best_time: float | None
+    runner_up: str | None
+    runner_up_slower: float | None  # runner-up time / best time
+    speedup_vs_default: float | None  # default (functional) time / best time
+
+    def sentence(self) -> str:
+        if self.best is None:
+            return f"{self.problem}: no strategy was within tolerance."
+        text = f"{self.problem}: use **{self.best}** ({self.best_time:.3g} s)"
+        if self.runner_up:
+            text += f"; runner-up {self.runner_up} ({self.runner_up_slower:.2f}x slower)"
+        if self.speedup_vs_default:
+            text += f"; {self.speedup_vs_default:.1f}x faster than {DEFAULT_STRATEGY}"
+        else:
+            text += f"; {DEFAULT_STRATEGY} was not measured"
+        return text + "."
+
+
+def recommend(problem: str, rows: pd.DataFrame) -> Recommendation:
+    """The fastest strategy whose verdict is within tolerance, and the runner-up."""
+    candidates = good(rows).dropna(subset=["time_median_s"]).sort_values("time_median_s")
+    if candidates.empty:
+        return Recommendation(problem, None, None, None, None, None)
+    best = candidates.iloc[0]
+    runner = candidates.iloc[1] if len(candidates) > 1 else None
+    base = default_time(rows)
+    return Recommendation(
+        problem,
+        str(best["label"]),
+        float(best["time_median_s"]),
+        None if runner is None else str(runner["label"]),
+        None if runner is None else float(runner["time_median_s"] / best["time_median_s"]),
+        base / float(best["time_median_s"]) if base else None,
+    )
+
+
+def rules_of_thumb(problems: list[tuple[str, pd.DataFrame]]) -> list[str]:
+    """Forward vs reverse mode by shape, where the data covers both modes."""
+    tallies = {"M > N": {"forward": 0, "reverse": 0}, "N > M": {"forward": 0, "reverse": 0}}
+    for _, rows in problems:
+        exact = good(rows)
+        exact = exact[exact["strategy_kind"] == "exact"]
+        modes = exact.groupby("strategy_mode")["time_median_s"].min()
+        if "forward" not in modes or "reverse" not in modes:
+            continue
+        n, m = int(rows["n_in"].iloc[0]), int(rows["n_out"].iloc[0])
+        if n == m:
+            continue
+        shape = "M > N" if m > n else "N > M"
+        tallies[shape]["forward" if modes["forward"] < modes["reverse"] else "reverse"] += 1
+    rules = []
+    for shape, count in tallies.items():
+        total = count["forward"] + count["reverse"]
+        if total == 0:
+            continue
+        winner = max(count, key=count.get)
+        expected = "forward" if shape == "M > N" else "reverse"
+        rules.append(
+            f"{shape} (more {'outputs' if shape == 'M > N' else 'inputs'}): the fastest "
+            f"exact strategy was {winner} mode in {count[winner]} of {total} problem(s)"
+            + (
+                " - as theory predicts (cost grows with the smaller dimension)."
+                if winner == expected and count[winner] > total / 2
+                else " - overheads outweighed the pass count at these sizes."
+            )
+        )
+    return rules

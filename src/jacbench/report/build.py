@@ -1,0 +1,79 @@
+"""``write_report``: a results folder (or rows) to report.md, report.html and PNG plots."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import matplotlib.pyplot as plt
+import pandas as pd
+
+from jacbench.recorders.parquet import read_results
+from jacbench.report import analysis, plots
+from jacbench.report.problems import normalise, problems
+from jacbench.report.render import Document
+
+CAPTIONS = {
+    "time_per_strategy": "Median time per Jacobian for each strategy and problem (bar: IQR)",
+    "accuracy_per_strategy": "Error in rounding units (err_eps) per strategy and dtype",
+    "speed_vs_accuracy": "Speed against accuracy, one point per job",
+    "fd_error_vs_eps": "Finite-difference error against the step eps",
+    "time_vs_shape": "Best forward- and reverse-mode time against N/M",
+}
+
+
+def write_report(source: Path | pd.DataFrame, out: Path) -> list[Path]:
+    """Write the report of a results folder (or of already-read rows) into ``out``;
+    returns the files written. Never re-runs anything."""
+    rows = read_results(Path(source)) if not isinstance(source, pd.DataFrame) else source
+    out.mkdir(parents=True, exist_ok=True)
+    doc = Document("jacbench report")
+    if rows.empty:
+        doc.paragraph("The result set is empty: nothing was recorded.")
+        return list(doc.write(out))
+    rows, missing = normalise(rows)
+    groups = problems(rows)
+    counts = rows["status"].value_counts().to_dict()
+    doc.paragraph(
+        f"{len(rows)} recorded jobs ({', '.join(f'{v} {k}' for k, v in sorted(counts.items()))})"
+        f" on {len(groups)} problem(s), {rows['strategy'].nunique()} strategy(ies)."
+    )
+    if missing:
+        doc.paragraph(
+            "Columns missing from (older) result files, shown empty: " + ", ".join(missing) + "."
+        )
+    if rows["strategy"].nunique() == 1:
+        doc.paragraph("Only one strategy was measured: there is nothing to compare it with.")
+
+    doc.heading("Recommendation")
+    doc.bullets([analysis.recommend(title, group).sentence() for title, group in groups])
+    rules = analysis.rules_of_thumb(groups)
+    if rules:
+        doc.heading("Rules of thumb", 3)
+        doc.bullets(rules)
+
+    written = []
+    figures = plots.all_plots(rows, groups)
+    for name, fig in figures.items():
+        path = out / f"{name}.png"
+        fig.savefig(path, dpi=100)
+        plt.close(fig)
+        written.append(path)
+
+    doc.heading("Problems")
+    for title, group in groups:
+        doc.heading(title, 3)
+        lines = analysis.problem_lines(group)
+        if lines:
+            doc.table(analysis.HEADER, lines)
+        bad = analysis.not_ok_lines(group)
+        if bad:
+            doc.paragraph("Failed or skipped:")
+            doc.table(["strategy", "status", "reason"], bad)
+
+    doc.heading("Plots")
+    for path in written:
+        doc.image(path, CAPTIONS[path.stem])
+    absent = [CAPTIONS[n] for n in CAPTIONS if n not in figures]
+    if absent:
+        doc.paragraph("Not drawn (no data for them in this result set): " + "; ".join(absent))
+    return [*doc.write(out), *written]

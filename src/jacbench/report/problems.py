@@ -1,0 +1,96 @@
+"""Grouping rows into problems and strategy variants, tolerant of older or partial rows."""
+
+from __future__ import annotations
+
+import json
+
+import pandas as pd
+
+from jacbench.result import SCHEMA
+
+PROBLEM_KEYS = ["model", "model_options", "wrt", "n_in", "n_out", "batch", "dtype", "device"]
+DEFAULT_STRATEGY = "functional"  # PyTorch's default: torch.autograd.functional.jacobian
+
+
+def normalise(rows: pd.DataFrame) -> tuple[pd.DataFrame, list[str]]:
+    """Add the columns an older or partial result set lacks (empty), and say which."""
+    partial = set(rows.attrs.get("missing_columns", []))
+    rows = rows.copy()
+    absent = [name for name in SCHEMA.names if name not in rows.columns]
+    for name in absent:
+        rows[name] = pd.NA
+    missing = sorted(partial | set(absent))
+    defaults = {
+        "wrt": "input",
+        "batch": 1,
+        "model_options": "{}",
+        "strategy_options": "{}",
+        "strategy_kind": "exact",
+        "strategy_mode": "",
+        "error_message": "",
+    }
+    for name, value in defaults.items():
+        rows[name] = rows[name].astype(object).where(rows[name].notna(), value)
+    for name in ("n_in", "n_out", "batch"):
+        rows[name] = pd.to_numeric(rows[name], errors="coerce").astype("Int64")
+    for name in ("time_median_s", "time_iqr_s", "rel_err", "err_eps"):
+        rows[name] = pd.to_numeric(rows[name], errors="coerce").astype(float)
+    rows["within_tol"] = rows["within_tol"].astype("boolean")
+    # Options are named in the label only where one strategy was run with several.
+    varied = rows.groupby("strategy")["strategy_options"].transform("nunique") > 1
+    rows["label"] = [
+        variant_label(r) if v else str(r["strategy"])
+        for (_, r), v in zip(rows.iterrows(), varied, strict=True)
+    ]
+    return rows, missing
+
+
+def _options_text(options: str, skip: tuple[str, ...] = ()) -> str:
+    try:
+        values = json.loads(options or "{}")
+    except (TypeError, ValueError):
+        return ""
+    return ",".join(
+        f"{k}={v}" for k, v in sorted(values.items()) if v is not None and k not in skip
+    )
+
+
+def variant_label(row: pd.Series) -> str:
+    """The strategy with its non-default options, e.g. ``fd_forward[eps=0.001]``."""
+    options = _options_text(row["strategy_options"])
+    return f"{row['strategy']}[{options}]" if options else str(row["strategy"])
+
+
+def problem_title(key: tuple, variants_of_model: int) -> str:
+    model, model_options, wrt, n_in, n_out, batch, dtype, device = key
+    title = f"{model} (N={n_in}, M={n_out}"
+    title += f", batch {batch}" if batch and int(batch) > 1 else ""
+    title += f", wrt {wrt}" if wrt == "params" else ""
+    title += f") {dtype} {device}"
+    if variants_of_model > 1:  # several configurations of one model: say which
+        title += " " + _options_text(model_options, skip=("_target_", "name", "wrt", "batch"))
+    return title
+
+
+def problems(rows: pd.DataFrame) -> list[tuple[str, pd.DataFrame]]:
+    """(title, all rows of the problem) for each problem, in a stable order."""
+    keyed = rows.assign(**{k: rows[k].astype(str) for k in PROBLEM_KEYS})
+    per_model = keyed.groupby("model")["model_options"].nunique()
+    return [
+        (problem_title(key, int(per_model[key[0]])), rows.loc[group.index])
+        for key, group in keyed.groupby(PROBLEM_KEYS, sort=True)
+    ]
+
+
+def latest_ok(rows: pd.DataFrame) -> pd.DataFrame:
+    """The newest ok row of each strategy variant (re-runs replace older measurements)."""
+    ok = rows[rows["status"] == "ok"]
+    return ok.sort_values("started_at").groupby("label").tail(1)
+
+
+def good(rows: pd.DataFrame) -> pd.DataFrame:
+    """Usable answers: the newest ok row per variant, within tolerance, not a negative
+    control."""
+    ok = latest_ok(rows)
+    mask = ok["within_tol"].fillna(False).astype(bool)
+    return ok[mask & (ok["strategy_kind"] != "negative_control")]

@@ -1,0 +1,77 @@
+"""Markdown and HTML text of a report (the HTML page embeds the plots)."""
+
+from __future__ import annotations
+
+import base64
+import html
+from pathlib import Path
+
+
+def markdown_table(header: list[str], lines: list[list[str]]) -> str:
+    def row(cells: list[str]) -> str:
+        return "| " + " | ".join(str(c).replace("|", "\\|") for c in cells) + " |"
+
+    return "\n".join([row(header), row(["---"] * len(header)), *map(row, lines)])
+
+
+def html_table(header: list[str], lines: list[list[str]]) -> str:
+    head = "".join(f"<th>{html.escape(h)}</th>" for h in header)
+    body = "".join(
+        "<tr>" + "".join(f"<td>{html.escape(str(c))}</td>" for c in line) + "</tr>"
+        for line in lines
+    )
+    return f"<table><thead><tr>{head}</tr></thead><tbody>{body}</tbody></table>"
+
+
+STYLE = (
+    "body{font-family:sans-serif;max-width:1100px;margin:2em auto}"
+    "table{border-collapse:collapse;margin:1em 0}td,th{border:1px solid #ccc;"
+    "padding:3px 8px;font-size:13px}th{background:#eee}img{max-width:100%}"
+)
+
+
+class Document:
+    """Builds the markdown and the HTML versions of one report side by side."""
+
+    def __init__(self, title: str) -> None:
+        self.md = [f"# {title}", ""]
+        self.html = [
+            f"<!doctype html><html><head><meta charset='utf-8'><title>"
+            f"{html.escape(title)}</title><style>{STYLE}</style></head><body>",
+            f"<h1>{html.escape(title)}</h1>",
+        ]
+
+    def heading(self, text: str, level: int = 2) -> None:
+        self.md += [f"{'#' * level} {text}", ""]
+        self.html.append(f"<h{level}>{html.escape(text)}</h{level}>")
+
+    def paragraph(self, text: str) -> None:
+        self.md += [text, ""]
+        self.html.append(f"<p>{html.escape(text).replace('**', '')}</p>")
+
+    def bullets(self, items: list[str]) -> None:
+        self.md += [*(f"- {item}" for item in items), ""]
+        self.html.append(
+            "<ul>"
+            + "".join(f"<li>{html.escape(i).replace('**', '')}</li>" for i in items)
+            + "</ul>"
+        )
+
+    def table(self, header: list[str], lines: list[list[str]]) -> None:
+        self.md += [markdown_table(header, lines), ""]
+        self.html.append(html_table(header, lines))
+
+    def image(self, path: Path, caption: str) -> None:
+        self.md += [f"![{caption}]({path.name})", ""]
+        data = base64.b64encode(path.read_bytes()).decode()
+        self.html.append(
+            f"<figure><img alt='{html.escape(caption)}' "
+            f"src='data:image/png;base64,{data}'><figcaption>"
+            f"{html.escape(caption)}</figcaption></figure>"
+        )
+
+    def write(self, folder: Path) -> tuple[Path, Path]:
+        md, page = folder / "report.md", folder / "report.html"
+        md.write_text("\n".join(self.md) + "\n")
+        page.write_text("\n".join([*self.html, "</body></html>"]) + "\n")
+        return md, page

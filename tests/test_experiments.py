@@ -1,0 +1,93 @@
+"""The forum questions as one-command experiments, in reduced form: each test asserts the
+phenomenon through the recorded rows of the sweep, and that an answer was written."""
+
+from __future__ import annotations
+
+import pandas as pd
+import torch
+
+from conftest import QUICK, mlflow_runs
+
+NO_MLFLOW = ["mlflow.enabled=false"]
+
+
+def run_experiment(cli, name: str, *overrides: str) -> tuple[pd.DataFrame, str]:
+    proc = cli(f"+experiment={name}", *overrides, timeout=600)
+    assert proc.returncode == 0, proc.stderr
+    (summary,) = cli.summaries()
+    answer = (summary.parent / "answer.md").read_text()
+    assert answer.startswith(name) and "Answer:" in answer and "Answer:" in proc.stdout
+    return pd.read_parquet(summary), answer
+
+
+def recorded_jacobian(row: pd.Series) -> torch.Tensor:
+    return torch.tensor(list(row["jacobian"]), dtype=torch.float64).reshape(
+        int(row["n_out"]), int(row["n_in"])
+    )
+
+
+def test_seed000_backward_and_jacobian_sum_agree_to_rounding(cli):
+    rows, answer = run_experiment(cli, "seed000", "seed=0,1", *NO_MLFLOW)
+    assert len(rows) == 16 and set(rows["status"]) == {"ok"}
+    rows["reduce"] = rows["model_options"].str.contains('"reduce": "sum"')
+    for dtype, bound in (("float32", 1e-6), ("float64", 1e-15)):
+        for seed in (0, 1):
+            pick = rows[(rows["dtype"] == dtype) & (rows["seed"] == seed)]
+            backward = pick[pick["reduce"] & (pick["strategy"] == "autograd_loop")].iloc[0]
+            full = pick[~pick["reduce"] & (pick["strategy"] == "functional")].iloc[0]
+            diff = (recorded_jacobian(backward)[0] - recorded_jacobian(full).sum(0)).abs().max()
+            assert diff < bound
+            assert backward["err_eps"] <= 10 and full["err_eps"] <= 10
+    assert "both are right to within rounding" in answer
+
+
+def test_seed001_float32_forward_difference_fails_at_the_threads_step(cli):
+    rows, answer = run_experiment(
+        cli, "seed001", "strategy=fd_forward", "strategy.eps=1e-3", *NO_MLFLOW
+    )
+    by_dtype = rows.set_index("dtype")
+    assert by_dtype.loc["float32", "n_in"] == 16800
+    assert by_dtype.loc["float32", "rel_err"] > 0.1
+    assert by_dtype.loc["float64", "rel_err"] < 1e-2
+    assert "Why eps=1e-3 fails in float32" in answer
+
+
+def test_seed002_autograd_and_hand_formula_both_within_rounding(cli):
+    rows, answer = run_experiment(cli, "seed002", "seed=0,1", *NO_MLFLOW)
+    assert set(rows["strategy"]) == {"analytic", "autograd_loop", "jacrev"}
+    assert (rows["reference_kind"] == "analytic").all()
+    assert (rows["err_eps"] <= 4).all()
+    f32 = rows[rows["dtype"] == "float32"]
+    assert (f32["max_abs_err"] > 0).any()  # rounding is visible in float32, not hidden
+    assert "neither is wrong" in answer
+
+
+def test_seed003_naive_single_grad_is_flagged_and_the_fixes_are_right(cli):
+    rows, answer = run_experiment(cli, "seed003", *QUICK)
+    verdict = rows.set_index("strategy")["within_tol"]
+    assert not verdict["naive_single_grad"]
+    assert verdict["jacrev"] and verdict["grads_batched"] and verdict["autograd_loop"]
+    (parent,), _ = mlflow_runs(f"sqlite:///{cli.folder / 'mlflow.db'}")
+    from mlflow.tracking import MlflowClient
+
+    paths = {
+        a.path
+        for a in MlflowClient(f"sqlite:///{cli.folder / 'mlflow.db'}").list_artifacts(
+            parent.info.run_id
+        )
+    }
+    assert "answer.md" in paths
+    assert "is_grads_batched=True" in answer
+
+
+def test_seed004_all_strategies_on_both_shapes(cli):
+    rows, answer = run_experiment(
+        cli, "seed004", "strategy=functional,fd_forward,jacfwd,jacrev", *QUICK, *NO_MLFLOW
+    )
+    assert len(rows) == 8 and set(rows["status"]) == {"ok"}
+    shapes = rows.groupby("model")[["n_in", "n_out"]].first()
+    assert tuple(shapes.loc["seed004_lm"]) == (84, 576)
+    assert tuple(shapes.loc["seed004_small"]) == (15, 55)
+    exact = rows[rows["strategy_kind"] == "exact"]
+    assert exact["within_tol"].all()
+    assert "functional / fd_forward (loop)" in answer and "fastest exact" in answer

@@ -1,0 +1,243 @@
+"""Reports read only recorded rows: recommendation, comparison, plots, mixed sets, CLI."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import matplotlib.image as mpimg
+import pandas as pd
+import pyarrow as pa
+import pyarrow.parquet as pq
+import pytest
+
+from conftest import QUICK, clean_env, make_result, mlflow_runs
+from jacbench.recorders.parquet import read_results, write_result
+from jacbench.report import plots
+from jacbench.report.analysis import recommend
+from jacbench.report.build import write_report
+from jacbench.report.compare import compare
+from jacbench.report.problems import normalise, problems
+
+
+def frame(*results) -> pd.DataFrame:
+    return pd.DataFrame([r.__dict__ for r in results])
+
+
+def job(strategy: str, seconds: float, ok: bool = True, **changes):
+    n = len(strategy) + int(seconds * 1e6) + len(json.dumps(changes, default=str))
+    return make_result(
+        strategy=strategy,
+        time_median_s=seconds,
+        time_iqr_s=seconds * 0.02,
+        within_tol=ok,
+        config_hash=f"{strategy}-{changes.get('dtype', 'float32')}-"
+        f"{changes.get('n_in', 3)}-{changes.get('strategy_options', '')}",
+        job_id=f"{n:016d}",
+        **changes,
+    )
+
+
+def test_recommendation_picks_the_fastest_strategy_within_tolerance():
+    rows, _ = normalise(
+        frame(
+            job("fd_forward", 1e-5, ok=False, strategy_kind="approximate"),  # fastest, but wrong
+            job("naive_single_grad", 2e-5, strategy_kind="negative_control"),
+            job("jacfwd", 3e-5),
+            job("jacrev", 4e-5),
+            job("functional", 3e-4),
+        )
+    )
+    ((title, group),) = problems(rows)
+    choice = recommend(title, group)
+    assert choice.best == "jacfwd" and choice.runner_up == "jacrev"
+    assert choice.runner_up_slower == pytest.approx(4 / 3)
+    assert choice.speedup_vs_default == pytest.approx(10)
+    assert "use **jacfwd**" in choice.sentence()
+
+
+def test_compare_flags_a_real_slowdown_and_not_noise():
+    before = frame(job("jacrev", 1e-4), job("jacfwd", 2e-4))
+    after = frame(
+        job("jacrev", 2e-4),  # a real 2x slowdown, IQRs of 2%
+        make_result(
+            strategy="jacfwd",
+            time_median_s=2.04e-4,
+            time_iqr_s=1e-5,
+            config_hash=before.iloc[1]["config_hash"],
+            job_id="f" * 16,
+        ),
+    )
+    pairs, geomean = compare(before, after)
+    flags = dict(zip(pairs["strategy_after"], pairs["flag"], strict=True))
+    assert flags == {"jacrev": "slower", "jacfwd": "within noise"}
+    assert geomean == pytest.approx((2 * 1.02) ** 0.5)
+
+
+def test_compare_matches_by_problem_and_strategy_when_hashes_differ():
+    before = frame(job("jacrev", 2e-4))
+    after = frame(
+        make_result(
+            strategy="jacrev",
+            time_median_s=1e-4,
+            time_iqr_s=1e-6,
+            config_hash="other",
+            job_id="e" * 16,
+        )
+    )
+    pairs, _ = compare(before, after)
+    assert list(pairs["matched_by"]) == ["problem and strategy"]
+    assert list(pairs["flag"]) == ["faster"]
+
+
+def sweep_like_rows() -> pd.DataFrame:
+    """Hand-built: an eps sweep, a shape sweep (N/M) for both modes, two dtypes."""
+    rows = []
+    for eps, err in ((1e-1, 1e-2), (1e-3, 1e-5), (1e-5, 1e-6), (1e-7, 1e-3)):
+        rows.append(
+            job(
+                "fd_forward",
+                1e-4,
+                strategy_kind="approximate",
+                strategy_mode="numeric",
+                rel_err=err,
+                strategy_options=json.dumps({"eps": eps}),
+            )
+        )
+    for n in (4, 16, 64):
+        for strategy, mode, t in (("jacfwd", "forward", n * 1e-6), ("jacrev", "reverse", 1e-5)):
+            rows.append(job(strategy, t, strategy_mode=mode, n_in=n, n_out=16))
+    rows.append(job("jacrev", 1e-5, dtype="float64", err_eps=0.5))
+    return frame(*rows)
+
+
+def test_every_plot_is_a_valid_image_with_the_expected_series(tmp_path: Path):
+    rows, _ = normalise(sweep_like_rows())
+    groups = problems(rows)
+    figures = plots.all_plots(rows, groups)
+    assert set(figures) == {
+        "time_per_strategy",
+        "accuracy_per_strategy",
+        "speed_vs_accuracy",
+        "fd_error_vs_eps",
+        "time_vs_shape",
+    }
+    labels = {name: fig.axes[0].get_legend_handles_labels()[1] for name, fig in figures.items()}
+    assert labels["fd_error_vs_eps"] == ["fd_forward float32 (mlp)"]
+    assert sorted(labels["time_vs_shape"]) == ["forward (mlp float32)", "reverse (mlp float32)"]
+    assert sorted(labels["accuracy_per_strategy"]) == ["float32", "float64"]
+    assert len(figures["time_per_strategy"].axes) == len(groups)
+    eps_line = figures["fd_error_vs_eps"].axes[0].get_lines()[0]
+    assert list(eps_line.get_xdata()) == [1e-7, 1e-5, 1e-3, 1e-1]
+
+    written = write_report(rows, tmp_path)
+    for name in figures:
+        image = mpimg.imread(tmp_path / f"{name}.png")
+        assert image.ndim == 3 and image.shape[0] > 100 and image.shape[1] > 100
+    assert {p.name for p in written} >= {"report.md", "report.html"}
+
+
+def test_a_mixed_result_set_still_gives_a_report(tmp_path: Path):
+    results = tmp_path / "results"
+    write_result(make_result(strategy="jacrev"), results)
+    write_result(
+        make_result(
+            strategy="jacrev",
+            status="failed",
+            error_message="boom: CUDA OOM",
+            time_median_s=None,
+            within_tol=None,
+            job_id="a" * 16,
+            config_hash="x",
+        ),
+        results,
+    )
+    old = pa.Table.from_pylist(
+        [
+            {
+                "model": "mlp",
+                "strategy": "jacrev",
+                "status": "ok",
+                "dtype": "float32",
+                "device": "cpu",
+                "n_in": 3,
+                "n_out": 2,
+                "time_median_s": 1e-4,
+            }
+        ]
+    )
+    pq.write_table(old, results / "old.parquet")
+    write_report(results, tmp_path / "report")
+    text = (tmp_path / "report" / "report.md").read_text()
+    assert "Columns missing from (older) result files" in text and "config_hash" in text
+    assert "Only one strategy was measured" in text
+    assert "boom: CUDA OOM" in text
+    assert "Not drawn" in text  # no eps or shape sweep here, and the report says so
+
+
+def test_report_cli_on_a_real_sweep_and_the_parent_run_carries_it(cli, tmp_path: Path):
+    proc = cli(
+        "-m",
+        "strategy=jacrev,jacfwd,functional",
+        "dtype=float32,float64",
+        "model=mlp,seed003_cat_poly",
+        *QUICK,
+        timeout=600,
+    )
+    assert proc.returncode == 0, proc.stderr
+    (summary,) = cli.summaries()
+    assert (summary.parent / "report" / "report.html").is_file()
+    (parent,), _ = mlflow_runs(f"sqlite:///{cli.folder / 'mlflow.db'}")
+    from mlflow.tracking import MlflowClient
+
+    client = MlflowClient(f"sqlite:///{cli.folder / 'mlflow.db'}")
+    report_files = {a.path for a in client.list_artifacts(parent.info.run_id, "report")}
+    assert {
+        "report/report.html",
+        "report/report.md",
+        "report/time_per_strategy.png",
+    } <= report_files
+
+    out = tmp_path / "rep"
+    made = subprocess.run(
+        [sys.executable, "-m", "jacbench.report", str(cli.folder / "results"), "--out", str(out)],
+        capture_output=True,
+        text=True,
+        env=clean_env(),
+        check=True,
+    )
+    assert "report.html" in made.stdout
+    page = (out / "report.html").read_text()
+    assert page.count("data:image/png;base64,") == 3  # time, accuracy, speed-vs-accuracy
+    markdown = (out / "report.md").read_text()
+    assert markdown.count("### ") == 4 + 1  # 4 problems, 1 rules-of-thumb section
+    assert len(read_results(cli.folder / "results")) == 12
+
+    same = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "jacbench.report",
+            "--compare",
+            str(cli.folder / "results"),
+            str(cli.folder / "results"),
+            "--out",
+            str(out),
+        ],
+        capture_output=True,
+        text=True,
+        env=clean_env(),
+        check=True,
+    )
+    assert "12 matched jobs: 1.000" in same.stdout and "slower" not in same.stdout
+
+
+def test_report_cli_refuses_a_missing_folder(tmp_path: Path):
+    proc = subprocess.run(
+        [sys.executable, "-m", "jacbench.report", str(tmp_path / "nope")],
+        capture_output=True,
+        text=True,
+    )
+    assert proc.returncode == 2 and "is not a folder of jacbench results" in proc.stderr
