@@ -32,6 +32,7 @@ def make_result(**changes) -> Result:
         strategy="jacrev",
         strategy_kind="exact",
         strategy_mode="reverse",
+        chosen_strategy="",
         dtype="float32",
         device="cpu",
         wrt="input",

@@ -82,7 +82,7 @@ def test_seed003_naive_single_grad_is_flagged_and_the_fixes_are_right(cli):
 
 def test_seed004_all_strategies_on_both_shapes(cli):
     rows, answer = run_experiment(
-        cli, "seed004", "strategy=functional,fd_forward,jacfwd,jacrev", *QUICK, *NO_MLFLOW
+        cli, "seed004", "strategy=functional,fd_forward_loop,jacfwd,jacrev", *QUICK, *NO_MLFLOW
     )
     assert len(rows) == 8 and set(rows["status"]) == {"ok"}
     shapes = rows.groupby("model")[["n_in", "n_out"]].first()
@@ -90,4 +90,4 @@ def test_seed004_all_strategies_on_both_shapes(cli):
     assert tuple(shapes.loc["seed004_small"]) == (15, 55)
     exact = rows[rows["strategy_kind"] == "exact"]
     assert exact["within_tol"].all()
-    assert "functional / fd_forward (loop)" in answer and "fastest exact" in answer
+    assert "functional / fd_forward_loop" in answer and "fastest exact" in answer

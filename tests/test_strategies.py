@@ -6,7 +6,7 @@ import pytest
 import torch
 
 from jacbench.numerics import compare
-from jacbench.problem import build_problem, reference_jacobian
+from jacbench.problem import build_problem, make_problem, reference_jacobian
 from jacbench.registry import load_registry
 from jacbench.strategy import Kind, StrategySkip
 
@@ -83,14 +83,31 @@ def test_approximate_strategies_are_close_in_float64(name):
     assert rel_err(jacobian(name, problem), reference) < 1e-6
 
 
-def test_finite_differences_without_a_batched_model_loop_and_agree():
-    problem = build_problem({**MLP, "wrt": "params"}, torch.float64, CPU, seed=0)
-    assert not problem.batched_natively  # parameter Jacobians take the loop path
-    batched = build_problem(MLP, torch.float64, CPU, seed=0)
-    assert batched.batched_natively
-    for p in (problem, batched):
+class Branchy(torch.nn.Module):
+    """Data-dependent control flow: vmap cannot batch it, so evaluation must loop."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.lin = torch.nn.Linear(4, 3)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        y = self.lin(x)
+        return torch.tanh(y) if float(y.sum()) > -1e9 else y
+
+
+def test_finite_differences_batch_where_possible_and_loop_elsewhere():
+    looped = make_problem(
+        "branchy", Branchy().double(), torch.randn(4, dtype=torch.float64), "params", False
+    )
+    assert not looped.batched_natively  # vmap refused: the loop path
+    vmapped = build_problem({**MLP, "wrt": "params"}, torch.float64, CPU, seed=0)
+    assert vmapped.batched_natively  # parameters batched through vmap(functional_call)
+    native = build_problem(MLP, torch.float64, CPU, seed=0)
+    assert native.batched_natively
+    for p in (looped, vmapped, native):
         reference, _ = reference_jacobian(p)
         assert rel_err(jacobian("fd_forward", p), reference) < 1e-6
+        assert rel_err(jacobian("fd_forward_loop", p), reference) < 1e-6
 
 
 def test_naive_single_grad_returns_the_summed_rows_of_seed_003():
@@ -139,3 +156,45 @@ def test_float32_verdicts_use_the_dtype_tolerance():
     broken[0, 0] = float("nan")
     bad = compare(broken, reference, torch.float32, Kind.EXACT)
     assert bad.n_nonfinite == 1 and not bad.within_tol
+
+
+@pytest.mark.parametrize("name", ["jacfwd_compiled", "jacrev_compiled", "auto"])
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float64])
+def test_compiled_and_auto_strategies_are_exact_in_both_dtypes(name, dtype):
+    problem = build_problem(MLP, dtype, CPU, seed=0)
+    reference, _ = reference_jacobian(problem)
+    spec = REGISTRY.get(name)
+    jac = spec.prepare(problem, spec.make_options({}))
+    metrics = compare(jac(), reference, dtype, spec.kind)
+    assert metrics.within_tol and metrics.err_eps < 10
+    assert not jac().requires_grad
+
+
+@pytest.mark.parametrize(("n_in", "n_out", "expected"), [(4, 40, "jacfwd"), (40, 4, "jacrev")])
+def test_auto_rule_follows_the_shape_without_calibration(n_in, n_out, expected):
+    from jacbench.strategies.auto import rule
+
+    problem = build_problem({**MLP, "n_in": n_in, "n_out": n_out}, torch.float32, CPU, 0)
+    assert rule(problem, compile=False) == expected
+    assert rule(problem, compile=True) == f"{expected}_compiled"
+    spec = REGISTRY.get("auto")
+    jac = spec.prepare(problem, spec.make_options({"calibrate": False, "compile": False}))
+    assert jac.chosen_strategy == expected
+
+
+def test_auto_calibration_keeps_the_fastest_candidate(monkeypatch):
+    import jacbench.strategies.auto as auto_module
+
+    problem = build_problem(MLP, torch.float32, CPU, seed=0)
+    fake_times = {"jacfwd": 3.0, "jacrev": 1.0, "grads_batched": 2.0}
+    monkeypatch.setattr(auto_module, "_median_seconds", lambda jac, s: fake_times[jac.name])
+    original = auto_module._prepare_named
+
+    def named(name, p):
+        jac = original(name, p)
+        jac.name = name
+        return jac
+
+    monkeypatch.setattr(auto_module, "_prepare_named", named)
+    choice, _ = auto_module.choose(problem, auto_module.AutoOptions(compile=False))
+    assert choice == "jacrev"

@@ -49,7 +49,11 @@ def result_table(result: Result) -> Table:
     shape = f"M={_num(result.n_out, 'd')} outputs x N={_num(result.n_in, 'd')} inputs"
     rows = [
         ("problem", f"{result.model} (wrt {result.wrt or '?'}): {shape}, batch {result.batch}"),
-        ("strategy", f"{result.strategy} ({result.strategy_kind}, {result.strategy_mode})"),
+        (
+            "strategy",
+            f"{result.strategy} ({result.strategy_kind}, {result.strategy_mode})"
+            + (f": chose {result.chosen_strategy}" if result.chosen_strategy else ""),
+        ),
         ("dtype / device", f"{result.dtype} / {result.device} ({result.device_name})"),
         (
             "status",

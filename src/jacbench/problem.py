@@ -48,8 +48,8 @@ class Problem:
     x: torch.Tensor  # (N,), or (B, N) when batch > 1
     n_in: int
     n_out: int
-    # Many points: (K, N) -> (K, M); one forward pass where the model accepts a batch
-    # (``batched_natively``), else a loop over the points.
+    # Many points: (K, N) -> (K, M); one batched pass where the model accepts a batch or
+    # (w.r.t. parameters) vmap can batch it (``batched_natively``), else a loop.
     f_many: Fn
     batched_natively: bool
     # The model's own formula for the Jacobian at one point, where it has one.
@@ -99,6 +99,18 @@ def _loop(f: Fn) -> Fn:
     return lambda points: torch.stack([f(p) for p in points])
 
 
+def _vmapped_or_loop(f: Fn, x: torch.Tensor) -> tuple[Fn, bool]:
+    """Many parameter vectors at once through torch.func.vmap (functional_call batches);
+    a loop where some op of the model has no batching rule."""
+    many = torch.func.vmap(f)
+    try:
+        with torch.no_grad():
+            many(x.unsqueeze(0).expand(2, -1))
+    except Exception:
+        return _loop(f), False
+    return many, True
+
+
 def make_problem(
     name: str,
     module: nn.Module,
@@ -143,7 +155,8 @@ def make_problem(
             return torch.func.functional_call(module, values, (fixed_input,)).reshape(-1)
 
         x = torch.cat([p.reshape(-1) for p in params]).clone()
-        f_many, native, analytic_fn = _loop(f), False, None
+        f_many, native = _vmapped_or_loop(f, x)
+        analytic_fn = None
     else:
         raise ConfigError(f"unknown wrt {wrt!r}; valid choices: {', '.join(WRT_CHOICES)}")
 

@@ -23,7 +23,8 @@ class Result:
     model: str
     strategy: str
     strategy_kind: str  # exact, approximate or negative_control
-    strategy_mode: str  # reverse, forward, numeric or analytic
+    strategy_mode: str  # reverse, forward, numeric, analytic or auto
+    chosen_strategy: str  # what `auto` picked (empty for other strategies)
     dtype: str
     device: str
     wrt: str  # input or params

@@ -83,6 +83,7 @@ def blank_fields(labels: dict[str, str], job_hash: str, seed: int) -> dict[str, 
         "reference_kind": "",
         "strategy_kind": "",
         "strategy_mode": "",
+        "chosen_strategy": "",
         "strategy_options": "{}",
         "model_options": "{}",
         "config_hash": job_hash,
@@ -150,7 +151,9 @@ def _measure(job: JobSpec, draft: dict[str, Any]) -> None:
 
     started = time.perf_counter()
     first = first_call(lambda: job.strategy.prepare(problem, job.options), job.device)
-    draft.update(first_call_s=first.seconds)
+    draft.update(
+        first_call_s=first.seconds, chosen_strategy=getattr(first.jac, "chosen_strategy", "")
+    )
     if first.value.requires_grad:
         raise RuntimeError("the strategy returned a Jacobian that requires grad (a live graph)")
     errors = compare(first.value, reference, job.dtype, job.strategy.kind)

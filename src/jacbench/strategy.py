@@ -33,6 +33,7 @@ class Mode(str, Enum):
     FORWARD = "forward"
     NUMERIC = "numeric"
     ANALYTIC = "analytic"
+    AUTO = "auto"  # picks another strategy; the result records which (chosen_strategy)
 
 
 class StrategySkip(Exception):

@@ -145,6 +145,7 @@ def log_result(
         "wrt": result.wrt,
         "strategy_kind": result.strategy_kind,
         "config_hash": result.config_hash,
+        **({"chosen_strategy": result.chosen_strategy} if result.chosen_strategy else {}),
         **_flatten("model", model_options),
         **_flatten("strategy", strategy_options),
     }

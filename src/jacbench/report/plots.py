@@ -19,6 +19,17 @@ ZERO_ERR = 1e-2  # err_eps of exactly 0 drawn here on a log axis
 KIND_COLORS = {"exact": "tab:blue", "approximate": "tab:orange", "negative_control": "tab:red"}
 
 
+def _loglog(fig: Figure, ax, xlabel: str, ylabel: str, **legend) -> Figure:
+    """Log-log axes with labels and a legend: the common finish of the scatter plots."""
+    ax.set_xscale("log")
+    ax.set_yscale("log")
+    ax.set_xlabel(xlabel)
+    ax.set_ylabel(ylabel)
+    ax.legend(**legend)
+    fig.tight_layout()
+    return fig
+
+
 def time_per_strategy(problems: list[tuple[str, pd.DataFrame]]) -> Figure | None:
     """Median time of every ok strategy, per problem; bars span the IQR."""
     panels = [(t, latest_ok(r).sort_values("time_median_s")) for t, r in problems]
@@ -76,13 +87,7 @@ def speed_vs_accuracy(rows: pd.DataFrame) -> Figure | None:
             color=KIND_COLORS.get(str(kind)),
             alpha=0.7,
         )
-    ax.set_xscale("log")
-    ax.set_yscale("log")
-    ax.set_xlabel("median seconds per Jacobian")
-    ax.set_ylabel("err_eps")
-    ax.legend(title="kind")
-    fig.tight_layout()
-    return fig
+    return _loglog(fig, ax, "median seconds per Jacobian", "err_eps", title="kind")
 
 
 def _eps(options: str) -> float | None:
@@ -108,13 +113,7 @@ def fd_error_vs_eps(rows: pd.DataFrame) -> Figure | None:
     for (model, strategy, dtype), group in curves:
         group = group.sort_values("eps")
         ax.plot(group["eps"], group["rel_err"], marker="o", label=f"{strategy} {dtype} ({model})")
-    ax.set_xscale("log")
-    ax.set_yscale("log")
-    ax.set_xlabel("eps (relative step)")
-    ax.set_ylabel("rel_err")
-    ax.legend(fontsize=8)
-    fig.tight_layout()
-    return fig
+    return _loglog(fig, ax, "eps (relative step)", "rel_err", fontsize=8)
 
 
 def time_vs_shape(problems: list[tuple[str, pd.DataFrame]]) -> Figure | None:
@@ -146,13 +145,7 @@ def time_vs_shape(problems: list[tuple[str, pd.DataFrame]]) -> Figure | None:
             line = group[group["mode"] == mode].sort_values("ratio")
             if len(line):
                 ax.plot(line["ratio"], line["time"], style, label=f"{mode} ({name})")
-    ax.set_xscale("log")
-    ax.set_yscale("log")
-    ax.set_xlabel("N / M (inputs per output)")
-    ax.set_ylabel("best median seconds")
-    ax.legend(fontsize=8)
-    fig.tight_layout()
-    return fig
+    return _loglog(fig, ax, "N / M (inputs per output)", "best median seconds", fontsize=8)
 
 
 def all_plots(rows: pd.DataFrame, problems: list[tuple[str, pd.DataFrame]]) -> dict[str, Figure]:

@@ -39,17 +39,23 @@ def steps(x: torch.Tensor, eps: float) -> torch.Tensor:
     return (x + h) - x
 
 
-def _prepare(problem: Problem, opts: FdOptions, central: bool):
+def _step_size(problem: Problem, opts: FdOptions, central: bool) -> float:
+    """The relative step to use, refused where the dtype cannot represent x + h."""
     eps = opts.eps if opts.eps is not None else default_eps(problem.dtype, central)
-    X = problem.points  # (B, N)
-    B, N, M = problem.batch, problem.n_in, problem.n_out
-    chunk = max(1, CHUNK_ELEMENTS // (B * N * (2 if central else 1)))
-    vanished = int((steps(X, eps) == 0).sum())
+    vanished = int((steps(problem.x, eps) == 0).sum())
     if vanished:
         raise StrategySkip(
             f"eps={eps:g} is below the resolution of {problem.dtype}: x + h == x for "
-            f"{vanished} of {X.numel()} coordinates, so the difference quotient is 0/0"
+            f"{vanished} of {problem.x.numel()} coordinates, so the difference quotient is 0/0"
         )
+    return eps
+
+
+def _prepare(problem: Problem, opts: FdOptions, central: bool):
+    eps = _step_size(problem, opts, central)
+    X = problem.points  # (B, N)
+    B, N, M = problem.batch, problem.n_in, problem.n_out
+    chunk = max(1, CHUNK_ELEMENTS // (B * N * (2 if central else 1)))
 
     def jac() -> torch.Tensor:
         with torch.no_grad():
@@ -80,6 +86,27 @@ def fd_forward(problem: Problem, opts: FdOptions):
     """Forward differences (f(x + h e_j) - f(x)) / h: N + 1 evaluations, in one batched
     pass per chunk where the model accepts a batch, else a loop."""
     return _prepare(problem, opts, central=False)
+
+
+@strategy(Kind.APPROXIMATE, Mode.NUMERIC, options=FdOptions)
+def fd_forward_loop(problem: Problem, opts: FdOptions):
+    """Forward differences one input at a time, a forward pass each: the hand-written loop
+    that seed 004's thread compares autograd with."""
+    eps = _step_size(problem, opts, central=False)
+    f, x = problem.f, problem.x
+
+    def jac() -> torch.Tensor:
+        with torch.no_grad():
+            h = steps(x, eps)
+            base = f(x)
+            columns = []
+            for j in range(problem.n_in):
+                shifted = x.clone()
+                shifted[j] += h[j]
+                columns.append((f(shifted) - base) / h[j])
+            return torch.stack(columns, dim=1)
+
+    return jac
 
 
 @strategy(Kind.APPROXIMATE, Mode.NUMERIC, options=FdOptions, batch=True)
