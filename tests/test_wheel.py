@@ -13,25 +13,15 @@ from conftest import QUICK, clean_env
 ROOT = Path(__file__).resolve().parents[1]
 
 
+def pip(*args: str) -> None:
+    subprocess.run(
+        [sys.executable, "-m", "pip", *args], check=True, capture_output=True, timeout=300
+    )
+
+
 def test_installed_wheel_runs_from_another_folder(tmp_path: Path):
     wheels = tmp_path / "wheels"
-    subprocess.run(
-        [
-            sys.executable,
-            "-m",
-            "pip",
-            "wheel",
-            "--no-deps",
-            "--no-build-isolation",
-            "-q",
-            "-w",
-            str(wheels),
-            str(ROOT),
-        ],
-        check=True,
-        capture_output=True,
-        timeout=300,
-    )
+    pip("wheel", "--no-deps", "--no-build-isolation", "-q", "-w", str(wheels), str(ROOT))
     (wheel,) = wheels.glob("jacbench-*.whl")
 
     env_dir = tmp_path / "venv"
@@ -48,22 +38,7 @@ def test_installed_wheel_runs_from_another_folder(tmp_path: Path):
     # Dependencies (torch, hydra, mlflow...) come from the test's own environment; a .pth
     # path is not a site dir, so the editable jacbench of that environment stays invisible.
     (site / "deps.pth").write_text(sysconfig.get_paths()["purelib"] + "\n")
-    subprocess.run(
-        [
-            sys.executable,
-            "-m",
-            "pip",
-            "install",
-            "--no-deps",
-            "-q",
-            "--target",
-            str(site),
-            str(wheel),
-        ],
-        check=True,
-        capture_output=True,
-        timeout=300,
-    )
+    pip("install", "--no-deps", "-q", "--target", str(site), str(wheel))
 
     elsewhere = tmp_path / "elsewhere"
     elsewhere.mkdir()

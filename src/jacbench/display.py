@@ -19,8 +19,13 @@ def make_console() -> Console:
 STATUS_STYLE = {"ok": "green", "failed": "bold red", "skipped": "yellow"}
 
 
-def _num(value: float | int | None, fmt: str) -> str:
-    return "-" if value is None else format(value, fmt)
+def cell(value: object, spec: str) -> str:
+    """``value`` formatted, or "-" where it was not measured (None, NaN or pandas NA)."""
+    return "-" if value is None or pd.isna(value) else format(value, spec)
+
+
+def verdict_text(within_tol: object) -> str:
+    return "-" if within_tol is None or pd.isna(within_tol) else ("yes" if within_tol else "NO")
 
 
 def _bytes(n: int | None) -> str:
@@ -37,7 +42,7 @@ def _verdict(result: Result) -> str:
     if result.within_tol is None:
         return "-"
     mark = "[green]yes[/]" if result.within_tol else "[bold red]NO[/]"
-    return f"{mark} (tol {_num(result.tolerance, '.1e')})"
+    return f"{mark} (tol {cell(result.tolerance, '.1e')})"
 
 
 def result_table(result: Result) -> Table:
@@ -46,7 +51,7 @@ def result_table(result: Result) -> Table:
     table.add_column("field", style="bold")
     table.add_column("value")
     style = STATUS_STYLE.get(result.status, "")
-    shape = f"M={_num(result.n_out, 'd')} outputs x N={_num(result.n_in, 'd')} inputs"
+    shape = f"M={cell(result.n_out, 'd')} outputs x N={cell(result.n_in, 'd')} inputs"
     rows = [
         ("problem", f"{result.model} (wrt {result.wrt or '?'}): {shape}, batch {result.batch}"),
         (
@@ -62,15 +67,15 @@ def result_table(result: Result) -> Table:
         ),
         (
             "median time",
-            f"{_num(result.time_median_s, '.3e')} s  (IQR {_num(result.time_iqr_s, '.1e')} s)",
+            f"{cell(result.time_median_s, '.3e')} s  (IQR {cell(result.time_iqr_s, '.1e')} s)",
         ),
-        ("timed calls", f"{_num(result.n_timed, 'd')}  ({result.threads} thread(s))"),
-        ("first call", f"{_num(result.first_call_s, '.3e')} s  (setup + first execution)"),
+        ("timed calls", f"{cell(result.n_timed, 'd')}  ({result.threads} thread(s))"),
+        ("first call", f"{cell(result.first_call_s, '.3e')} s  (setup + first execution)"),
         ("peak memory", f"{_bytes(result.peak_mem_bytes)}  ({result.memory_method or '-'})"),
-        ("max abs error", _num(result.max_abs_err, ".3e")),
+        ("max abs error", cell(result.max_abs_err, ".3e")),
         (
             "rel error",
-            f"{_num(result.rel_err, '.3e')}  (= {_num(result.err_eps, '.3g')} x machine eps)",
+            f"{cell(result.rel_err, '.3e')}  (= {cell(result.err_eps, '.3g')} x machine eps)",
         ),
         ("within tol", _verdict(result)),
         ("reference", result.reference_kind or "-"),
@@ -84,10 +89,6 @@ def result_table(result: Result) -> Table:
 
 def print_result(result: Result, console: Console | None = None) -> None:
     (console or make_console()).print(result_table(result))
-
-
-def _cell(value: object, fmt: str) -> str:
-    return "-" if value is None or pd.isna(value) else format(value, fmt)
 
 
 def summary_table(rows: pd.DataFrame, missing: list[int]) -> Table:
@@ -108,8 +109,6 @@ def summary_table(rows: pd.DataFrame, missing: list[int]) -> Table:
         table.add_column(name, justify="right" if name in ("job", "rel_err") else "left")
     for _, row in rows.iterrows():
         status = str(row["status"])
-        verdict = row.get("within_tol")
-        verdict_text = "-" if verdict is None or pd.isna(verdict) else ("yes" if verdict else "NO")
         note = "already done (resumed)" if bool(row.get("resumed")) else str(row["error_message"])
         table.add_row(
             str(row["job_num"]),
@@ -118,9 +117,9 @@ def summary_table(rows: pd.DataFrame, missing: list[int]) -> Table:
             str(row["dtype"]),
             str(row["device"]),
             f"[{STATUS_STYLE.get(status, '')}]{status}[/]",
-            _cell(row["time_median_s"], ".3e"),
-            _cell(row["rel_err"], ".2e"),
-            verdict_text,
+            cell(row["time_median_s"], ".3e"),
+            cell(row["rel_err"], ".2e"),
+            verdict_text(row.get("within_tol")),
             note[:80],
         )
     for num in missing:

@@ -22,7 +22,7 @@ from jacbench.measure import MEMORY_METHODS, first_call, peak_memory, time_stead
 from jacbench.numerics import compare, tolerance
 from jacbench.problem import build_problem, reference_jacobian
 from jacbench.registry import Registry
-from jacbench.result import Result
+from jacbench.result import SCHEMA, Result
 from jacbench.strategy import StrategySkip
 
 
@@ -50,26 +50,7 @@ def device_name(device: torch.device) -> str:
 
 def blank_fields(labels: dict[str, str], job_hash: str, seed: int) -> dict[str, Any]:
     """Every Result field at 'not reached yet'; the job fills in what it gets to."""
-    unmeasured = dict.fromkeys(
-        [
-            "n_in",
-            "n_out",
-            "time_median_s",
-            "time_iqr_s",
-            "n_timed",
-            "first_call_s",
-            "peak_mem_bytes",
-            "max_abs_err",
-            "rel_err",
-            "err_eps",
-            "tolerance",
-            "within_tol",
-            "measure_s",
-            "ref_norm",
-            "out_norm",
-            "jacobian",
-        ]
-    )
+    unmeasured = dict.fromkeys(f.name for f in SCHEMA if f.nullable)  # the measured ones
     return {
         **unmeasured,
         **labels,

@@ -23,7 +23,6 @@ from hydra.core.global_hydra import GlobalHydra
 from hydra.core.hydra_config import HydraConfig
 from hydra.core.override_parser.overrides_parser import OverridesParser
 from hydra.experimental.callback import Callback
-from hydra.types import RunMode
 from omegaconf import DictConfig
 from rich.panel import Panel
 from rich.text import Text
@@ -36,10 +35,13 @@ from jacbench.result import SCHEMA
 STATE_DIR = ".jacbench"
 
 
+def _state_folder(sweep_dir: str | Path) -> Path:
+    return Path(sweep_dir) / STATE_DIR
+
+
 @dataclass
 class SweepState:
     sweep_dir: str
-    results_dir: str
     total: int
     overrides: list[str]
     tracking: dict[str, Any] | None  # Tracking as a dict; None when MLflow is off
@@ -51,14 +53,14 @@ class SweepState:
 
     @property
     def folder(self) -> Path:
-        return Path(self.sweep_dir) / STATE_DIR
+        return _state_folder(self.sweep_dir)
 
     def save(self) -> None:
         write_atomic(self.folder / "sweep.json", json.dumps(dataclasses.asdict(self), indent=1))
 
     @classmethod
     def load(cls, sweep_dir: Path) -> SweepState | None:
-        path = sweep_dir / STATE_DIR / "sweep.json"
+        path = _state_folder(sweep_dir) / "sweep.json"
         return cls(**json.loads(path.read_text())) if path.is_file() else None
 
     def mark_job(self, num: int, record: dict[str, Any]) -> int:
@@ -91,11 +93,9 @@ def open_sweep(config: DictConfig) -> SweepState:
     global _OPEN
     launch_dir = Path.cwd()
     overrides = list(config.hydra.overrides.task)
-    results_dir = launch_dir / str(config.results_dir)
     sweep_dir = (launch_dir / str(config.hydra.sweep.dir)).resolve()
     state = SweepState(
         str(sweep_dir),
-        str(results_dir),
         count_jobs(config),
         overrides,
         None,
@@ -130,10 +130,8 @@ def open_sweep(config: DictConfig) -> SweepState:
 
 
 def current_sweep() -> SweepState | None:
-    """Inside a job of a multirun: its sweep; None for a single run."""
+    """Inside a job of a multirun: its sweep (None if the sweep was not opened)."""
     hydra_cfg = HydraConfig.get()
-    if hydra_cfg.mode != RunMode.MULTIRUN:
-        return None
     return SweepState.load((Path(hydra_cfg.runtime.cwd) / hydra_cfg.sweep.dir).resolve())
 
 

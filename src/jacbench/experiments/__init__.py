@@ -10,9 +10,9 @@ from typing import Any
 import pandas as pd
 import torch
 
-from jacbench.numerics import parse_dtype
+from jacbench.numerics import machine_eps, parse_dtype
 
-MACHINE_EPS = {name: float(torch.finfo(parse_dtype(name)).eps) for name in ("float32", "float64")}
+MACHINE_EPS = {name: machine_eps(parse_dtype(name)) for name in ("float32", "float64")}
 
 
 def ok_rows(rows: pd.DataFrame) -> pd.DataFrame:

@@ -2,18 +2,12 @@
 
 from __future__ import annotations
 
-import math
 from dataclasses import dataclass
 
 import pandas as pd
 
+from jacbench.display import cell, verdict_text
 from jacbench.report.problems import DEFAULT_STRATEGY, good, latest_ok
-
-
-def _fmt(value: object, spec: str) -> str:
-    if value is None or (isinstance(value, float) and math.isnan(value)) or value is pd.NA:
-        return "-"
-    return format(value, spec)
 
 
 def default_time(rows: pd.DataFrame) -> float | None:
@@ -42,18 +36,17 @@ def problem_lines(rows: pd.DataFrame) -> list[list[str]]:
     lines = []
     for _, r in ok.iterrows():
         speedup = base / r["time_median_s"] if base and r["time_median_s"] > 0 else None
-        verdict = r["within_tol"]
         lines.append(
             [
                 r["label"],
                 str(r["strategy_kind"]),
                 str(r["strategy_mode"] or "-"),
                 "ok",
-                _fmt(r["time_median_s"], ".3e"),
-                _fmt(r["time_iqr_s"], ".1e"),
-                _fmt(speedup, ".2f") + ("x" if speedup else ""),
-                _fmt(r["err_eps"], ".3g"),
-                "-" if verdict is pd.NA else ("yes" if verdict else "NO"),
+                cell(r["time_median_s"], ".3e"),
+                cell(r["time_iqr_s"], ".1e"),
+                cell(speedup, ".2f") + ("x" if speedup else ""),
+                cell(r["err_eps"], ".3g"),
+                verdict_text(r["within_tol"]),
             ]
         )
     return lines

@@ -11,6 +11,7 @@ from dataclasses import dataclass
 import torch
 
 from jacbench.problem import Problem
+from jacbench.strategies.func import per_point
 from jacbench.strategy import Kind, Mode, StrategySkip, strategy
 
 COMPILE_MODES = ("default", "reduce-overhead", "max-autotune")
@@ -40,10 +41,7 @@ def compiled_jacobian(problem: Problem, transform: Callable, mode: str):
     if not hasattr(torch, "compile"):
         raise StrategySkip(f"torch {torch.__version__} has no torch.compile")
     _raise_cache_limits()
-    jac_fn = transform(problem.f)
-    if problem.batch > 1:
-        jac_fn = torch.func.vmap(jac_fn)
-    compiled = torch.compile(jac_fn, mode=mode)
+    compiled = torch.compile(per_point(problem, transform(problem.f)), mode=mode)
     try:
         with warnings.catch_warnings():
             warnings.simplefilter("ignore", FutureWarning)  # inductor's own deprecations

@@ -36,10 +36,14 @@ class JacfwdOptions:
             )
 
 
+def per_point(problem: Problem, jac_fn: Callable) -> Callable:
+    """A per-point Jacobian function, vmapped over the samples when the problem is a batch."""
+    return torch.func.vmap(jac_fn) if problem.batch > 1 else jac_fn
+
+
 def over_points(problem: Problem, jac_fn: Callable) -> Callable[[], torch.Tensor]:
-    """Call a per-point Jacobian function, vmapped over the samples of a batch."""
-    if problem.batch > 1:
-        jac_fn = torch.func.vmap(jac_fn)
+    """Call a per-point Jacobian function at the problem's point(s)."""
+    jac_fn = per_point(problem, jac_fn)
     return lambda: jac_fn(problem.x)
 
 
