@@ -62,13 +62,12 @@ def prepare(problem: Problem) -> tuple[dict, dict, dict]:
     registry = load_registry()
     jacs, setup, chosen = {}, {}, {}
     for name in STRATEGIES:
-        spec = registry.get(name)
         start = time.perf_counter()
-        jac = spec.prepare(problem, spec.make_options({}))
-        jac()
+        prep = registry.prepare(name, problem)
+        prep(problem.x)
         setup[name] = time.perf_counter() - start
-        jacs[name] = jac
-        chosen[name] = getattr(jac, "chosen_strategy", "")
+        jacs[name] = lambda prep=prep: prep(problem.x)
+        chosen[name] = prep.info.chosen_strategy
     return jacs, setup, chosen
 
 

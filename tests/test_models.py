@@ -37,8 +37,7 @@ def rel_err(jac: torch.Tensor, reference: torch.Tensor) -> float:
 
 
 def jacobian(name: str, problem) -> torch.Tensor:
-    spec = REGISTRY.get(name)
-    return spec.prepare(problem, spec.make_options({}))()
+    return REGISTRY.prepare(name, problem)(problem.x)
 
 
 @pytest.mark.parametrize("name", sorted(MODELS))

@@ -20,8 +20,7 @@ APPROXIMATE = sorted(n for n, s in REGISTRY.strategies.items() if s.kind is Kind
 
 
 def jacobian(name: str, problem, **options) -> torch.Tensor:
-    spec = REGISTRY.get(name)
-    return spec.prepare(problem, spec.make_options(options))()
+    return REGISTRY.prepare(name, problem, **options)(problem.x)
 
 
 def rel_err(jac: torch.Tensor, reference: torch.Tensor) -> float:
@@ -163,11 +162,10 @@ def test_float32_verdicts_use_the_dtype_tolerance():
 def test_compiled_and_auto_strategies_are_exact_in_both_dtypes(name, dtype):
     problem = build_problem(MLP, dtype, CPU, seed=0)
     reference, _ = reference_jacobian(problem)
-    spec = REGISTRY.get(name)
-    jac = spec.prepare(problem, spec.make_options({}))
-    metrics = compare(jac(), reference, dtype, spec.kind)
+    prep = REGISTRY.prepare(name, problem)
+    metrics = compare(prep(problem.x), reference, dtype, REGISTRY.get(name).kind)
     assert metrics.within_tol and metrics.err_eps < 10
-    assert not jac().requires_grad
+    assert not prep(problem.x).requires_grad
 
 
 @pytest.mark.parametrize(("n_in", "n_out", "expected"), [(4, 40, "jacfwd"), (40, 4, "jacrev")])
@@ -177,9 +175,8 @@ def test_auto_rule_follows_the_shape_without_calibration(n_in, n_out, expected):
     problem = build_problem({**MLP, "n_in": n_in, "n_out": n_out}, torch.float32, CPU, 0)
     assert rule(problem, compile=False) == expected
     assert rule(problem, compile=True) == f"{expected}_compiled"
-    spec = REGISTRY.get("auto")
-    jac = spec.prepare(problem, spec.make_options({"calibrate": False, "compile": False}))
-    assert jac.chosen_strategy == expected
+    prep = REGISTRY.prepare("auto", problem, calibrate=False, compile=False)
+    assert prep.info.chosen_strategy == expected
 
 
 def test_auto_calibration_keeps_the_fastest_candidate(monkeypatch):
@@ -187,14 +184,8 @@ def test_auto_calibration_keeps_the_fastest_candidate(monkeypatch):
 
     problem = build_problem(MLP, torch.float32, CPU, seed=0)
     fake_times = {"jacfwd": 3.0, "jacrev": 1.0, "grads_batched": 2.0}
-    monkeypatch.setattr(auto_module, "_median_seconds", lambda jac, s: fake_times[jac.name])
-    original = auto_module._prepare_named
-
-    def named(name, p):
-        jac = original(name, p)
-        jac.name = name
-        return jac
-
-    monkeypatch.setattr(auto_module, "_prepare_named", named)
-    choice, _ = auto_module.choose(problem, auto_module.AutoOptions(compile=False))
-    assert choice == "jacrev"
+    monkeypatch.setattr(
+        auto_module, "_median_seconds", lambda prep, x, s: fake_times[prep.strategy]
+    )
+    choice = auto_module.choose(problem, auto_module.AutoOptions(compile=False))
+    assert choice.strategy == "jacrev"

@@ -1,43 +1,51 @@
-"""``jacbench.jacobian(f, x, strategy="auto")``: any registered strategy on your own code."""
+"""The library: ``jacbench.prepare`` once, then call the prepared Jacobian at every point.
+
+    prep = jacbench.prepare(f, x0, "auto")   # setup (for auto: calibrate, compile) once
+    J = prep(x)                              # any x like x0: shape, dtype and device
+
+``jacbench.jacobian(f, x, ...)`` is the one-shot form. ``f`` is a module or a plain function
+of one tensor; Jacobians w.r.t. a module's parameters go through ``jacbench.FlatParams``.
+"""
 
 from __future__ import annotations
 
-import contextlib
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
+from dataclasses import replace
 from typing import Any
 
 import torch
 from torch import nn
 
-from jacbench.problem import make_problem
+from jacbench.prepared import Prepared
+from jacbench.problem import FunctionModule, make_problem
 from jacbench.registry import load_registry
 
 
-class _Opaque(nn.Module):
-    """Holds the user's function without adopting its parameters: jacbench must not switch
-    the user's module to eval mode or change its parameters' requires_grad for good."""
+def prepare(
+    f: Callable[[torch.Tensor], torch.Tensor],
+    example_x: torch.Tensor,
+    strategy: str = "auto",
+    **options: Any,
+) -> Prepared:
+    """A reusable Jacobian of ``f`` for points like ``example_x``, by a registered strategy.
 
-    def __init__(self, fn: Callable[[torch.Tensor], torch.Tensor]) -> None:
-        super().__init__()
-        self.__dict__["fn"] = fn  # not registered as a submodule on purpose
+    ``prep(x)`` returns the Jacobian at ``x`` shaped ``f(x).shape + x.shape`` (as
+    torch.func.jacrev does), never requiring grad. ``options`` are the strategy's options,
+    e.g. ``prepare(f, x, "fd_central", eps=1e-4)`` or ``prepare(f, x, "auto", compile=False)``.
+    The user's module is used as it is: its mode and requires_grad flags are left alone.
+    """
+    x = example_x.detach()
+    with torch.no_grad():
+        out_shape = tuple(f(x).shape)
+    module = f if isinstance(f, nn.Module) else FunctionModule(f)
+    problem = make_problem(_label(f), module, x, "input", False)
+    flat = load_registry().prepare(strategy, problem, **options)
+    in_shape = tuple(x.shape)
 
-    def forward(self, x: torch.Tensor) -> torch.Tensor:
-        return self.fn(x)
+    def jac(point: torch.Tensor) -> torch.Tensor:
+        return flat.fn(point.reshape(-1)).reshape(*out_shape, *in_shape)
 
-
-@contextlib.contextmanager
-def _frozen(fn: Any) -> Iterator[None]:
-    """Parameters of ``fn`` (if a module) do not require grad for the duration, so the
-    Jacobian w.r.t. x keeps no graph to them; their flags are restored afterwards."""
-    params = list(fn.parameters()) if isinstance(fn, nn.Module) else []
-    flags = [p.requires_grad for p in params]
-    try:
-        for p in params:
-            p.requires_grad_(False)
-        yield
-    finally:
-        for p, flag in zip(params, flags, strict=True):
-            p.requires_grad_(flag)
+    return replace(flat, fn=jac, shape=in_shape)
 
 
 def jacobian(
@@ -46,18 +54,10 @@ def jacobian(
     strategy: str = "auto",
     **options: Any,
 ) -> torch.Tensor:
-    """The Jacobian of ``f`` at ``x`` by a registered strategy, shaped f(x).shape + x.shape
-    (as torch.func.jacrev returns it). ``options`` are the strategy's options, e.g.
-    ``jacobian(f, x, "fd_central", eps=1e-4)`` or ``jacobian(f, x, "auto", compile=False)``.
+    """The Jacobian of ``f`` at ``x``, prepared and computed once. In a loop over points,
+    ``prepare`` once and call the result instead: the setup is then paid once."""
+    return prepare(f, x, strategy, **options)(x.detach())
 
-    Each call prepares the strategy anew (for ``auto``: choosing and, with compile on,
-    compiling; torch.compile caches what it compiled). The result never requires grad.
-    """
-    spec = load_registry().get(strategy)
-    opts = spec.make_options(options)
-    with _frozen(f), torch.no_grad():
-        out_shape = tuple(f(x).shape)
-    with _frozen(f):
-        problem = make_problem("user_function", _Opaque(f), x.detach(), "input", False)
-        jac = spec.prepare(problem, opts)()
-    return jac.detach().reshape(*out_shape, *x.shape)
+
+def _label(f: Any) -> str:
+    return getattr(f, "__name__", None) or type(f).__name__

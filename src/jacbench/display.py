@@ -8,6 +8,7 @@ import pandas as pd
 from rich.console import Console
 from rich.table import Table
 
+from jacbench.enums import Status
 from jacbench.result import Result
 
 
@@ -16,7 +17,7 @@ def make_console() -> Console:
     return Console(width=None if sys.stdout.isatty() else 160)
 
 
-STATUS_STYLE = {"ok": "green", "failed": "bold red", "skipped": "yellow"}
+STATUS_STYLE = {Status.OK: "green", Status.FAILED: "bold red", Status.SKIPPED: "yellow"}
 
 
 def cell(value: object, spec: str) -> str:

@@ -18,7 +18,7 @@ import torch
 from torch.utils import benchmark
 
 from jacbench.config import TimingConfig
-from jacbench.strategy import JacobianFn
+from jacbench.prepared import Prepared
 
 
 @contextlib.contextmanager
@@ -39,42 +39,71 @@ def synchronize(device: torch.device) -> None:
         torch.cuda.synchronize(device)
 
 
+@contextlib.contextmanager
+def torch_threads(n: int) -> Iterator[None]:
+    """torch's intra-op threads set to ``n`` for the duration, then restored."""
+    before = torch.get_num_threads()
+    torch.set_num_threads(n)
+    try:
+        yield
+    finally:
+        torch.set_num_threads(before)
+
+
 @dataclass(frozen=True)
 class FirstCall:
-    jac: JacobianFn
+    """Setup plus the first execution; ``value`` is that first Jacobian."""
+
+    prep: Prepared
     value: torch.Tensor
     seconds: float
 
 
-def first_call(prepare: Callable[[], JacobianFn], device: torch.device) -> FirstCall:
+def first_call(prepare: Callable[[], Prepared], x: torch.Tensor, device: torch.device) -> FirstCall:
     """Setup (vmap tracing, compilation, identity matrices...) plus the first execution."""
     synchronize(device)
     start = time.perf_counter()
-    jac = prepare()
-    value = jac()
+    prep = prepare()
+    value = prep(x)
     synchronize(device)
-    return FirstCall(jac, value, time.perf_counter() - start)
+    return FirstCall(prep, value, time.perf_counter() - start)
 
 
 @dataclass(frozen=True)
 class Timing:
-    median_s: float
-    iqr_s: float
+    """Steady-state time of one call (``Result`` columns of the same names)."""
+
+    time_median_s: float
+    time_iqr_s: float
     n_timed: int
 
 
-def time_steady_state(jac: JacobianFn, timing: TimingConfig) -> Timing:
+def time_steady_state(prep: Prepared, x: torch.Tensor, timing: TimingConfig) -> Timing:
     for _ in range(timing.warmup):
-        jac()
-    timer = benchmark.Timer(stmt="jac()", globals={"jac": jac}, num_threads=timing.threads)
+        prep(x)
+    timer = benchmark.Timer(
+        stmt="prep(x)", globals={"prep": prep, "x": x}, num_threads=timing.threads
+    )
     m = timer.blocked_autorange(min_run_time=timing.min_run_time)
     return Timing(float(m.median), float(m.iqr), int(m.number_per_run * len(m.raw_times)))
+
+
+@dataclass(frozen=True)
+class Memory:
+    """Peak memory of one call (``Result`` columns of the same names)."""
+
+    peak_mem_bytes: int
+    memory_method: str
 
 
 MEMORY_METHODS = {"cuda": "cuda_max_allocated", "cpu": "cpu_profiler_allocations"}
 
 
-def peak_memory(jac: JacobianFn, device: torch.device) -> int:
+def measure_memory(prep: Prepared, x: torch.Tensor, device: torch.device) -> Memory:
+    return Memory(peak_memory(lambda: prep(x), device), MEMORY_METHODS[device.type])
+
+
+def peak_memory(jac: Callable[[], torch.Tensor], device: torch.device) -> int:
     """Peak bytes allocated above the starting level during one call, the result included.
 
     CUDA: ``torch.cuda.max_memory_allocated`` (the caching allocator's own count of live

@@ -9,7 +9,7 @@ from a model (w.r.t. its input or its parameters) is decided here, once.
 from __future__ import annotations
 
 import copy
-import math
+import dataclasses
 import warnings
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
@@ -20,11 +20,52 @@ import torch
 from torch import nn
 
 from jacbench.errors import ConfigError
+from jacbench.params import FlatParams
 
-# Keys of a model config that belong to jacbench, not to the model's constructor.
-RESERVED_MODEL_KEYS = ("name", "wrt", "input_shape", "batch")
 WRT_CHOICES = ("input", "params")
 Fn = Callable[[torch.Tensor], torch.Tensor]
+
+
+@dataclass(frozen=True)
+class ModelKeys:
+    """jacbench's own keys of a model config; every other key is a constructor argument.
+
+    conf/jacbench_model.yaml puts them on every model, so ``model.batch=3`` works on all."""
+
+    name: str | None = None  # label in tables; default: the _target_'s last part
+    wrt: str = "input"  # input or params
+    input_shape: tuple[int, ...] | None = None  # default: the module's input_shape attribute
+    batch: int = 1  # independent points (per-sample Jacobians); needs wrt=input when > 1
+
+    @classmethod
+    def split(cls, model_cfg: dict[str, Any]) -> tuple[ModelKeys, dict[str, Any]]:
+        """(jacbench's keys, validated; the constructor's config)."""
+        own = {f.name for f in dataclasses.fields(cls)}
+        rest = {k: v for k, v in model_cfg.items() if k not in own}
+        values = {k: v for k, v in model_cfg.items() if k in own and v is not None}
+        target = str(rest.get("_target_") or "?")
+        name = values.get("name") or target.rsplit(".", 1)[-1]
+        shape = values.get("input_shape")
+        if shape is not None:
+            shape = _positive_ints(f"model {name!r}: input_shape", shape)
+        wrt = str(values.get("wrt", "input"))
+        if wrt not in WRT_CHOICES:
+            raise ConfigError(
+                f"model {name!r}: unknown wrt {wrt!r}; valid choices: {', '.join(WRT_CHOICES)}"
+            )
+        (batch,) = _positive_ints(f"model {name!r}: batch", [values.get("batch", 1)])
+        return cls(str(name), wrt, shape, batch), rest
+
+
+def _positive_ints(what: str, values: Any) -> tuple[int, ...]:
+    """``values`` as a tuple of positive ints, or one clear ConfigError."""
+    items = list(values) if isinstance(values, (list, tuple)) else None
+    ok = items is not None and all(
+        isinstance(v, int) and not isinstance(v, bool) and v > 0 for v in items
+    )
+    if not ok or not items:
+        raise ConfigError(f"{what} must be positive integers (e.g. [8] or [3, 4]), got {values!r}")
+    return tuple(items)
 
 
 class FunctionModule(nn.Module):
@@ -121,9 +162,9 @@ def make_problem(
 ) -> Problem:
     """Flatten ``module`` at ``inp`` into f: R^N -> R^M w.r.t. its input or parameters.
 
-    ``inp`` carries a leading batch dimension when ``batch`` > 1.
+    ``inp`` carries a leading batch dimension when ``batch`` > 1. The module is used as it is
+    (its mode and requires_grad flags are left alone).
     """
-    module.eval().requires_grad_(False)
     sample_shape = tuple(inp.shape[1:]) if batch > 1 else tuple(inp.shape)
     analytic_fn = getattr(module, "analytic_jacobian", None) if has_analytic else None
     native = bool(getattr(module, "accepts_batch", False))
@@ -141,20 +182,15 @@ def make_problem(
     elif wrt == "params":
         if batch > 1:
             raise ConfigError("batch > 1 needs wrt=input (per-sample Jacobians of the input)")
-        names = [n for n, _ in module.named_parameters()]
-        if not names:
+        if not any(True for _ in module.parameters()):
             raise ConfigError(f"model {name!r} has no parameters; use wrt=input")
-        params = [p.detach() for _, p in module.named_parameters()]
-        shapes = [p.shape for p in params]
-        sizes = [p.numel() for p in params]
+        flat = FlatParams(module)
         fixed_input = inp.detach()
 
         def f(theta: torch.Tensor) -> torch.Tensor:
-            chunks = torch.split(theta, sizes)
-            values = {n: c.reshape(s) for n, c, s in zip(names, chunks, shapes, strict=True)}
-            return torch.func.functional_call(module, values, (fixed_input,)).reshape(-1)
+            return flat.call(theta, fixed_input).reshape(-1)
 
-        x = torch.cat([p.reshape(-1) for p in params]).clone()
+        x = flat.vector()
         f_many, native = _vmapped_or_loop(f, x)
         analytic_fn = None
     else:
@@ -194,16 +230,10 @@ def build_problem(
     model_cfg: dict[str, Any], dtype: torch.dtype, device: torch.device, seed: int
 ) -> Problem:
     """Instantiate the model config (a Hydra ``_target_``) and freeze it into a Problem."""
-    cfg = dict(model_cfg)
-    target = cfg.get("_target_")
-    if not target:
+    if not model_cfg.get("_target_"):
         raise ConfigError("the model config needs a _target_ (an importable callable or module)")
-    name = cfg.pop("name", None) or str(target).rsplit(".", 1)[-1]
-    wrt = cfg.pop("wrt", "input")
-    input_shape = cfg.pop("input_shape", None)
-    batch = cfg.pop("batch", None) or 1
-    if int(batch) < 1:
-        raise ConfigError(f"model {name!r}: batch must be >= 1, got {batch}")
+    keys, cfg = ModelKeys.split(model_cfg)
+    name, target = keys.name, cfg["_target_"]
     torch.manual_seed(seed)  # parameter initialisation is part of the problem's identity
     try:
         obj = hydra.utils.instantiate(cfg, _convert_="all")
@@ -214,15 +244,16 @@ def build_problem(
         detail = " ".join(str(root).split())
         raise ConfigError(f"cannot build model {name!r} ({target}): {detail}") from exc
     module = obj if isinstance(obj, nn.Module) else FunctionModule(obj)
-    shape = input_shape if input_shape is not None else getattr(module, "input_shape", None)
+    shape = keys.input_shape or getattr(module, "input_shape", None)
     if shape is None:
         raise ConfigError(f"model {name!r} needs input_shape (e.g. model.input_shape=[8])")
-    if math.prod(shape) <= 0:
-        raise ConfigError(f"model {name!r}: input_shape must be positive, got {list(shape)}")
-    module = module.to(device=device, dtype=dtype)
+    shape = _positive_ints(f"model {name!r}: input_shape", shape)
+    # jacbench owns this module: evaluation mode, and no graph kept to its parameters
+    module = module.to(device=device, dtype=dtype).eval().requires_grad_(False)
     # The point is drawn in float64 and rounded once, so every dtype sees the same point.
-    inp = _sample_input(module, shape, seed, int(batch)).to(device=device, dtype=dtype)
-    return make_problem(name, module, inp, wrt, hasattr(module, "analytic_jacobian"), int(batch))
+    inp = _sample_input(module, shape, seed, keys.batch).to(device=device, dtype=dtype)
+    has_analytic = hasattr(module, "analytic_jacobian")
+    return make_problem(name, module, inp, keys.wrt, has_analytic, keys.batch)
 
 
 def _one_reference(problem: Problem, x: torch.Tensor) -> torch.Tensor:

@@ -11,9 +11,14 @@ import dataclasses
 import functools
 from dataclasses import dataclass, field
 from importlib.metadata import EntryPoint, entry_points
+from typing import TYPE_CHECKING, Any
 
 from jacbench.errors import ConfigError
 from jacbench.strategy import StrategySpec
+
+if TYPE_CHECKING:
+    from jacbench.prepared import Prepared
+    from jacbench.problem import Problem
 
 GROUP = "jacbench.strategies"
 
@@ -54,6 +59,11 @@ class Registry:
                 f"unknown strategy {name!r}; valid strategies: {', '.join(sorted(self.strategies))}"
             )
         return self.strategies[name]
+
+    def prepare(self, name: str, problem: Problem, **options: Any) -> Prepared:
+        """Look up a strategy, validate its options and prepare it for ``problem``."""
+        spec = self.get(name)
+        return spec.prepare(problem, spec.make_options(options))
 
 
 def build_registry(eps: list[EntryPoint]) -> Registry:

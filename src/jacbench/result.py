@@ -9,67 +9,84 @@ from __future__ import annotations
 import dataclasses
 import types
 import typing
-from dataclasses import dataclass
-from datetime import datetime
+import uuid
+from dataclasses import dataclass, field
+from datetime import datetime, timezone
+from enum import Enum
 
 import pyarrow as pa
 
-STATUSES = ("ok", "failed", "skipped")
+from jacbench.enums import Status
+
+__all__ = ["COLUMNS", "METRIC_COLUMNS", "SCHEMA", "Result", "Status"]
 
 
-@dataclass(frozen=True)
+def _now() -> datetime:
+    return datetime.now(timezone.utc)
+
+
+def _new_id() -> str:
+    return uuid.uuid4().hex
+
+
+@dataclass(frozen=True, kw_only=True)
 class Result:
+    """One job. Fields a job has not reached stay at their default (null when measured)."""
+
     # what was measured
     model: str
     strategy: str
-    strategy_kind: str  # exact, approximate or negative_control
-    strategy_mode: str  # reverse, forward, numeric, analytic or auto
-    chosen_strategy: str  # what `auto` picked (empty for other strategies)
     dtype: str
     device: str
-    wrt: str  # input or params
-    n_in: int | None  # N: the Jacobian has n_out rows and n_in columns
-    n_out: int | None  # M
-    batch: int  # Jacobians computed per call (1 unless per-sample batches)
-    seed: int  # seeds the model's parameters and the point
-    status: str  # ok, failed or skipped
-    error_message: str  # why, when not ok
+    strategy_kind: str = ""  # exact, approximate or negative_control
+    strategy_mode: str = ""  # reverse, forward, numeric, analytic or auto
+    chosen_strategy: str = ""  # what `auto` picked (empty for other strategies)
+    wrt: str = ""  # input or params
+    n_in: int | None = None  # N: the Jacobian has n_out rows and n_in columns
+    n_out: int | None = None  # M
+    batch: int = 1  # Jacobians computed per call (1 unless per-sample batches)
+    seed: int = 0  # seeds the model's parameters and the point
+    status: Status = Status.OK
+    error_message: str = ""  # why, when not ok
     # timing
-    time_median_s: float | None
-    time_iqr_s: float | None
-    n_timed: int | None
-    first_call_s: float | None
-    threads: int
-    measure_s: float | None  # wall time spent running the strategy (first call, timing, memory)
+    time_median_s: float | None = None
+    time_iqr_s: float | None = None
+    n_timed: int | None = None
+    first_call_s: float | None = None  # prepare plus the first call
+    threads: int = 1
+    measure_s: float | None = None  # wall time running the strategy (first call, timing, memory)
     # memory
-    peak_mem_bytes: int | None
-    memory_method: str
+    peak_mem_bytes: int | None = None
+    memory_method: str = ""
+    # sparse strategies: what the pattern made of the Jacobian
+    n_colors: int | None = None  # passes per Jacobian (colours of the pattern)
+    pattern_density: float | None = None  # nonzeros / (M * N) of the pattern used
     # accuracy against the reference
-    max_abs_err: float | None
-    rel_err: float | None
-    err_eps: float | None
-    tolerance: float | None
-    within_tol: bool | None
-    reference_kind: str  # analytic or autograd_float64
-    ref_norm: float | None  # Frobenius norm of the reference Jacobian (its scale)
-    out_norm: float | None  # 2-norm of f(x), in float64 (the output's scale)
+    max_abs_err: float | None = None
+    rel_err: float | None = None
+    err_eps: float | None = None
+    tolerance: float | None = None
+    within_tol: bool | None = None
+    reference_kind: str = ""  # analytic or autograd_float64
+    ref_norm: float | None = None  # Frobenius norm of the reference Jacobian (its scale)
+    out_norm: float | None = None  # 2-norm of f(x), in float64 (the output's scale)
     # The computed Jacobian itself (row-major, as float64), for small ones only
     # (at most jacobian_max_entries numbers); null otherwise.
-    jacobian: list[float] | None
+    jacobian: list[float] | None = None
     # identity and provenance
-    strategy_options: str  # JSON
-    model_options: str  # JSON
-    config_hash: str
-    mlflow_run_id: str
-    torch_version: str
-    device_name: str
-    git_commit: str
-    started_at: datetime
-    job_id: str
+    strategy_options: str = "{}"  # JSON
+    model_options: str = "{}"  # JSON
+    config_hash: str = ""
+    mlflow_run_id: str = ""
+    torch_version: str = ""
+    device_name: str = ""
+    git_commit: str = ""
+    started_at: datetime = field(default_factory=_now)
+    job_id: str = field(default_factory=_new_id)
 
     @property
     def ok(self) -> bool:
-        return self.status == "ok"
+        return self.status == Status.OK
 
 
 _ARROW_TYPES: dict[type, pa.DataType] = {
@@ -82,6 +99,8 @@ _ARROW_TYPES: dict[type, pa.DataType] = {
 
 
 def _arrow_type(hint: typing.Any) -> pa.DataType:
+    if isinstance(hint, type) and issubclass(hint, Enum):
+        return pa.string()
     if typing.get_origin(hint) is list:
         return pa.list_(_arrow_type(typing.get_args(hint)[0]))
     return _ARROW_TYPES[hint]

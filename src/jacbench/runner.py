@@ -1,15 +1,19 @@
-"""One job: problem -> strategy -> measurement -> Result. Never raises for a job's own
-failure: the exception becomes a ``failed`` or ``skipped`` Result with its message."""
+"""One job: problem -> strategy.prepare -> prepared(x) -> measurement -> Result.
+
+Each stage returns a small record whose fields are ``Result`` columns; the job combines them.
+A job never raises for its own failure: the exception becomes a ``failed`` or ``skipped``
+Result with its message (``classify`` is that policy).
+"""
 
 from __future__ import annotations
 
 import dataclasses
 import functools
 import json
+import re
 import subprocess
 import time
-import uuid
-from datetime import datetime, timezone
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -17,13 +21,12 @@ import torch
 from omegaconf import DictConfig
 
 from jacbench.config import JobSpec, config_hash, job_labels, make_job
-from jacbench.errors import ConfigError, classify
-from jacbench.measure import MEMORY_METHODS, first_call, peak_memory, time_steady_state
+from jacbench.errors import ConfigError, StrategySkip
+from jacbench.measure import first_call, measure_memory, time_steady_state, torch_threads
 from jacbench.numerics import compare, tolerance
-from jacbench.problem import build_problem, reference_jacobian
+from jacbench.problem import Problem, build_problem, reference_jacobian
 from jacbench.registry import Registry
-from jacbench.result import SCHEMA, Result
-from jacbench.strategy import StrategySkip
+from jacbench.result import Result, Status
 
 
 @functools.cache
@@ -48,32 +51,110 @@ def device_name(device: torch.device) -> str:
     return "cpu"
 
 
-def blank_fields(labels: dict[str, str], job_hash: str, seed: int) -> dict[str, Any]:
-    """Every Result field at 'not reached yet'; the job fills in what it gets to."""
-    unmeasured = dict.fromkeys(f.name for f in SCHEMA if f.nullable)  # the measured ones
+# Messages from torch that mean "this strategy cannot apply here", not "something broke".
+_NOT_APPLICABLE = [
+    r"not implemented for '(Half|BFloat16|ComplexFloat|ComplexDouble|Float|Double)'",
+    r"does not support forward AD|forward AD is not implemented|not implemented for forward",
+    r"Trying to use forward AD with .* that does not support it",
+    r"is not supported for complex",
+    r"Low precision dtypes not supported",
+    r"Batching rule not implemented",
+    r"vmap: .* is not supported",
+]
+
+
+def classify(exc: BaseException) -> tuple[Status, str]:
+    """(status, one-line message) for an exception raised inside a job.
+
+    Expected outcomes (the strategy cannot apply to this model, dtype or device) are
+    ``skipped``; everything else is ``failed``.
+    """
+    text = str(exc).strip()
+    first_line = text.splitlines()[0] if text else ""
+    if isinstance(exc, StrategySkip):
+        return Status.SKIPPED, first_line
+    if isinstance(exc, ConfigError):
+        return Status.FAILED, first_line
+    message = f"{type(exc).__name__}: {first_line}".rstrip(": ")
+    if isinstance(exc, NotImplementedError) or any(re.search(p, text) for p in _NOT_APPLICABLE):
+        return Status.SKIPPED, message
+    return Status.FAILED, message
+
+
+@dataclass(frozen=True)
+class Outcome:
+    status: Status
+    error_message: str = ""
+
+
+@dataclass(frozen=True)
+class ProblemShape:
+    wrt: str
+    n_in: int
+    n_out: int
+    batch: int
+
+
+@dataclass(frozen=True)
+class ReferenceRecord:
+    reference_kind: str
+    ref_norm: float
+    out_norm: float
+
+
+@dataclass(frozen=True)
+class FirstCallRecord:
+    first_call_s: float
+    chosen_strategy: str
+    n_colors: int | None
+    pattern_density: float | None
+
+
+@dataclass(frozen=True)
+class Accuracy:
+    max_abs_err: float
+    rel_err: float
+    err_eps: float
+    tolerance: float
+    within_tol: bool
+
+
+@dataclass(frozen=True)
+class StoredJacobian:
+    jacobian: list[float]
+
+
+@dataclass(frozen=True)
+class Elapsed:
+    measure_s: float
+
+
+def _fields(record: Any) -> dict[str, Any]:
+    return {f.name: getattr(record, f.name) for f in dataclasses.fields(record)}
+
+
+def combine(labels: dict[str, str], records: list[Any]) -> Result:
+    """One Result from the job's labels and the records its stages returned."""
+    fields: dict[str, Any] = dict(labels)
+    for record in records:
+        fields.update(_fields(record))
+    return Result(**fields)
+
+
+def provenance(job: JobSpec) -> dict[str, Any]:
+    """What identifies the job and where it ran; known before anything runs."""
     return {
-        **unmeasured,
-        **labels,
-        "wrt": "",
-        "batch": 1,
-        "seed": seed,
-        "status": "ok",
-        "error_message": "",
-        "threads": torch.get_num_threads(),
-        "memory_method": "",
-        "reference_kind": "",
-        "strategy_kind": "",
-        "strategy_mode": "",
-        "chosen_strategy": "",
-        "strategy_options": "{}",
-        "model_options": "{}",
-        "config_hash": job_hash,
-        "mlflow_run_id": "",
+        "wrt": str(job.model.get("wrt") or "input"),
+        "seed": job.seed,
+        "threads": job.timing.threads,
+        "strategy_kind": job.strategy.kind.value,
+        "strategy_mode": job.strategy.mode.value,
+        "strategy_options": json.dumps(dataclasses.asdict(job.options), sort_keys=True),
+        "model_options": json.dumps(job.model, sort_keys=True, default=str),
+        "config_hash": job.config_hash,
+        "device_name": device_name(job.device),
         "torch_version": torch.__version__,
-        "device_name": "",
         "git_commit": git_commit(),
-        "started_at": datetime.now(timezone.utc),
-        "job_id": uuid.uuid4().hex,
     }
 
 
@@ -85,83 +166,68 @@ def execute(cfg: DictConfig, registry: Registry, thread_cap: int | None = None) 
     try:
         job = make_job(cfg, registry)
     except ConfigError as exc:
-        fields = blank_fields(labels, config_hash(cfg), int(cfg.get("seed", 0)))
-        fields.update(status="failed", error_message=str(exc).splitlines()[0])
-        return Result(**fields)
+        failed = Outcome(Status.FAILED, str(exc).splitlines()[0])
+        identity = {"config_hash": config_hash(cfg), "seed": int(cfg.get("seed", 0))}
+        return combine({**labels, **identity, "torch_version": torch.__version__}, [failed])
     if thread_cap is not None and job.timing.threads > thread_cap:
         job = dataclasses.replace(job, timing=dataclasses.replace(job.timing, threads=thread_cap))
     return run_job(job, labels)
 
 
 def run_job(job: JobSpec, labels: dict[str, str]) -> Result:
-    torch.set_num_threads(job.timing.threads)
-    draft = blank_fields(labels, job.config_hash, job.seed)
-    draft.update(
-        wrt=str(job.model.get("wrt", "input")),
-        threads=job.timing.threads,
-        strategy_kind=job.strategy.kind.value,
-        strategy_mode=job.strategy.mode.value,
-        strategy_options=json.dumps(dataclasses.asdict(job.options), sort_keys=True),
-        model_options=json.dumps(job.model, sort_keys=True, default=str),
-        device_name=device_name(job.device),
-    )
-    try:
-        _measure(job, draft)
-    except Exception as exc:
-        status, message = classify(exc)
-        draft.update(status=status, error_message=message)
-    return Result(**draft)
+    records: list[Any] = []
+    with torch_threads(job.timing.threads):
+        try:
+            _measure(job, records)
+            records.append(Outcome(Status.OK))
+        except Exception as exc:
+            records.append(Outcome(*classify(exc)))
+    return combine({**labels, **provenance(job)}, records)
 
 
-def _measure(job: JobSpec, draft: dict[str, Any]) -> None:
-    problem = build_problem(job.model, job.dtype, job.device, job.seed)
-    draft.update(n_in=problem.n_in, n_out=problem.n_out, wrt=problem.wrt, batch=problem.batch)
-    if problem.batch > 1 and not job.strategy.batch:
-        raise StrategySkip(
-            f"strategy {job.strategy.name!r} computes one Jacobian at a time; batch="
-            f"{problem.batch} needs a batch-aware strategy (e.g. jacrev, jacfwd, fd_central)"
-        )
-    reference, reference_kind = reference_jacobian(problem)
+def _reference(problem: Problem) -> tuple[torch.Tensor, ReferenceRecord]:
+    reference, kind = reference_jacobian(problem)
     with torch.no_grad():
         outputs = problem.f_many(problem.points)
-    draft.update(
-        reference_kind=reference_kind,
-        ref_norm=float(torch.linalg.norm(reference)),
-        out_norm=float(torch.linalg.norm(outputs.detach().double())),
-    )
+    norms = float(torch.linalg.norm(reference)), float(torch.linalg.norm(outputs.double()))
+    return reference, ReferenceRecord(kind, *norms)
+
+
+def _measure(job: JobSpec, records: list[Any]) -> None:
+    """Run the stages in order, appending each one's record as soon as it exists (so a
+    failure later keeps what was learned before it)."""
+    problem = build_problem(job.model, job.dtype, job.device, job.seed)
+    records.append(ProblemShape(problem.wrt, problem.n_in, problem.n_out, problem.batch))
+    reference, reference_record = _reference(problem)
+    records.append(reference_record)
 
     started = time.perf_counter()
-    first = first_call(lambda: job.strategy.prepare(problem, job.options), job.device)
-    draft.update(
-        first_call_s=first.seconds, chosen_strategy=getattr(first.jac, "chosen_strategy", "")
+    first = first_call(lambda: job.strategy.prepare(problem, job.options), problem.x, job.device)
+    info = first.prep.info
+    records.append(
+        FirstCallRecord(first.seconds, info.chosen_strategy, info.n_colors, info.pattern_density)
     )
     if first.value.requires_grad:
         raise RuntimeError("the strategy returned a Jacobian that requires grad (a live graph)")
     errors = compare(first.value, reference, job.dtype, job.strategy.kind)
-    draft.update(
-        max_abs_err=errors.max_abs_err,
-        rel_err=errors.rel_err,
-        err_eps=errors.err_eps,
-        tolerance=tolerance(job.dtype, job.strategy.kind),
-        within_tol=errors.within_tol,
+    records.append(
+        Accuracy(
+            errors.max_abs_err,
+            errors.rel_err,
+            errors.err_eps,
+            tolerance(job.dtype, job.strategy.kind),
+            errors.within_tol,
+        )
     )
     if errors.n_nonfinite:
         n = first.value.numel()
-        draft.update(
-            status="failed",
-            error_message=f"non-finite Jacobian: {errors.n_nonfinite} of {n} entries are nan/inf",
-        )
-        return
+        raise RuntimeError(f"non-finite Jacobian: {errors.n_nonfinite} of {n} entries are nan/inf")
     if first.value.numel() <= job.jacobian_max_entries:
-        draft.update(jacobian=first.value.detach().double().cpu().reshape(-1).tolist())
-    jac = first.jac
+        records.append(StoredJacobian(first.value.detach().double().cpu().reshape(-1).tolist()))
+    prep = first.prep
     del first  # free the first Jacobian before timing and memory
 
-    timing = time_steady_state(jac, job.timing)
-    draft.update(time_median_s=timing.median_s, time_iqr_s=timing.iqr_s, n_timed=timing.n_timed)
+    records.append(time_steady_state(prep, problem.x, job.timing))
     if job.timing.memory:
-        draft.update(
-            peak_mem_bytes=peak_memory(jac, job.device),
-            memory_method=MEMORY_METHODS[job.device.type],
-        )
-    draft.update(measure_s=time.perf_counter() - started)
+        records.append(measure_memory(prep, problem.x, job.device))
+    records.append(Elapsed(time.perf_counter() - started))

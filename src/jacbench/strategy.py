@@ -1,7 +1,9 @@
 """What a Jacobian strategy is, and the decorator that turns one function into one.
 
-A strategy is split into a setup step (``prepare``: build the vmapped or compiled callable,
-check that it applies) and the zero-argument callable it returns, which is what gets timed.
+A strategy is one function ``prepare(problem, opts)``: it does the setup once (build the
+vmapped or compiled callable, check that it applies) and returns ``jac(x)``, the Jacobian at a
+point ``x`` of the problem's flat shape, or ``Declared(jac, PrepInfo(...))`` when it decided
+something worth recording. ``StrategySpec.prepare`` wraps either into a ``Prepared``.
 """
 
 from __future__ import annotations
@@ -9,35 +11,30 @@ from __future__ import annotations
 import dataclasses
 from collections.abc import Callable
 from dataclasses import dataclass
-from enum import Enum
 from typing import TYPE_CHECKING, Any
 
 import torch
 
+from jacbench.enums import Kind, Mode
+from jacbench.errors import StrategySkip
+from jacbench.prepared import Declared, JacobianFn, Prepared, PrepInfo
+
 if TYPE_CHECKING:
     from jacbench.problem import Problem
 
-JacobianFn = Callable[[], torch.Tensor]
+__all__ = [
+    "Declared",
+    "JacobianFn",
+    "Kind",
+    "Mode",
+    "NoOptions",
+    "PrepInfo",
+    "StrategySkip",
+    "StrategySpec",
+    "strategy",
+]
 
-
-class Kind(str, Enum):
-    """How the answer relates to the true Jacobian; sets the tolerance of the verdict."""
-
-    EXACT = "exact"
-    APPROXIMATE = "approximate"
-    NEGATIVE_CONTROL = "negative_control"  # wrong by design, kept to show a pitfall
-
-
-class Mode(str, Enum):
-    REVERSE = "reverse"
-    FORWARD = "forward"
-    NUMERIC = "numeric"
-    ANALYTIC = "analytic"
-    AUTO = "auto"  # picks another strategy; the result records which (chosen_strategy)
-
-
-class StrategySkip(Exception):
-    """Raised by ``prepare`` when a strategy cannot apply to this problem, dtype or device."""
+PrepareFn = Callable[["Problem", Any], "JacobianFn | Declared"]
 
 
 @dataclass
@@ -52,7 +49,7 @@ class StrategySpec:
     name: str
     kind: Kind
     mode: Mode
-    prepare: Callable[[Problem, Any], JacobianFn]
+    setup: PrepareFn  # the decorated function
     options: type = NoOptions
     doc: str = ""
     batch: bool = False  # computes per-sample Jacobians (B, M, N) when problem.batch > 1
@@ -68,10 +65,30 @@ class StrategySpec:
             )
         return self.options(**values)
 
+    def prepare(self, problem: Problem, opts: Any = None) -> Prepared:
+        """Run the setup once; the returned ``Prepared`` is reused at every point."""
+        if problem.batch > 1 and not self.batch:
+            raise StrategySkip(
+                f"strategy {self.name!r} computes one Jacobian at a time; batch="
+                f"{problem.batch} needs a batch-aware strategy (e.g. jacrev, jacfwd, fd_central)"
+            )
+        opts = self.make_options({}) if opts is None else opts
+        with torch.no_grad():  # the setup runs in the grad mode its calls will run in
+            built = self.setup(problem, opts)
+        declared = built if isinstance(built, Declared) else Declared(built)
+        return Prepared(
+            fn=declared.jac,
+            strategy=self.name,
+            shape=tuple(problem.x.shape),
+            dtype=problem.dtype,
+            device=problem.device,
+            info=declared.info,
+        )
+
 
 def strategy(
     kind: Kind | str, mode: Mode | str, options: type = NoOptions, batch: bool = False
-) -> Callable[[Callable[[Problem, Any], JacobianFn]], StrategySpec]:
+) -> Callable[[PrepareFn], StrategySpec]:
     """Decorate ``prepare(problem, opts) -> jac`` to make it a strategy.
 
     The strategy's name is the function's name; register it with one entry-point line in the
@@ -81,12 +98,12 @@ def strategy(
     if not dataclasses.is_dataclass(options):
         raise TypeError("options must be a dataclass whose fields all have defaults")
 
-    def wrap(prepare: Callable[[Problem, Any], JacobianFn]) -> StrategySpec:
+    def wrap(prepare: PrepareFn) -> StrategySpec:
         return StrategySpec(
             name=prepare.__name__,
             kind=Kind(kind),
             mode=Mode(mode),
-            prepare=prepare,
+            setup=prepare,
             options=options,
             batch=batch,
             doc=(prepare.__doc__ or "").strip().splitlines()[0] if prepare.__doc__ else "",

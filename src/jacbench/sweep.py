@@ -28,6 +28,7 @@ from rich.panel import Panel
 from rich.text import Text
 
 from jacbench.display import make_console, summary_table
+from jacbench.enums import Status
 from jacbench.recorders.mlflow_run import Tracking, finish_parent_run, start_parent_run
 from jacbench.recorders.parquet import read_files, write_atomic, write_table
 from jacbench.result import SCHEMA
@@ -155,9 +156,7 @@ def close_sweep(state: SweepState) -> int:
     missing = sorted(set(range(state.total)) - set(records))
     summary_path = Path(state.sweep_dir) / "summary.parquet"
     write_table(summary_path, rows, SUMMARY_SCHEMA)
-    counts = {
-        s: int((rows["status"] == s).sum()) if len(rows) else 0 for s in ("ok", "failed", "skipped")
-    }
+    counts = {s.value: int((rows["status"] == s).sum()) if len(rows) else 0 for s in Status}
     n_resumed = int(rows["resumed"].sum()) if len(rows) else 0
     console = make_console()
     if records:

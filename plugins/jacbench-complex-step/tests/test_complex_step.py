@@ -25,20 +25,18 @@ def test_plugin_is_registered_from_its_own_package():
 
 @pytest.mark.parametrize("dtype", [torch.float32, torch.float64])
 def test_complex_step_matches_reference_to_rounding(dtype):
-    spec = load_registry().get("complex_step")
     problem = build_problem({**MLP, "activation": "tanh"}, dtype, torch.device("cpu"), seed=1)
     reference, _ = reference_jacobian(problem)
-    jac = spec.prepare(problem, spec.make_options({}))()
+    jac = load_registry().prepare("complex_step", problem)(problem.x)
     rel = torch.linalg.norm(jac.double() - reference) / torch.linalg.norm(reference)
     assert jac.dtype == dtype
     assert rel < 20 * torch.finfo(dtype).eps
 
 
 def test_complex_step_through_relu_is_skipped_with_reason():
-    spec = load_registry().get("complex_step")
     problem = build_problem({**MLP, "activation": "relu"}, torch.float64, torch.device("cpu"), 0)
     with pytest.raises(StrategySkip, match="complex"):
-        spec.prepare(problem, spec.make_options({}))
+        load_registry().prepare("complex_step", problem)
 
 
 def run_cli(folder: Path, *args: str) -> subprocess.CompletedProcess:

@@ -10,13 +10,14 @@ from typing import Any
 import pandas as pd
 import torch
 
+from jacbench.enums import Status
 from jacbench.numerics import machine_eps, parse_dtype
 
 MACHINE_EPS = {name: machine_eps(parse_dtype(name)) for name in ("float32", "float64")}
 
 
 def ok_rows(rows: pd.DataFrame) -> pd.DataFrame:
-    return rows[rows["status"] == "ok"].copy()
+    return rows[rows["status"] == Status.OK].copy()
 
 
 def option(row: pd.Series, group: str, key: str, default: Any = None) -> Any:

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import pandas as pd
 
+from jacbench.enums import Kind
 from jacbench.experiments import jacobian, ok_rows, table
 
 
@@ -30,7 +31,7 @@ def answer(rows: pd.DataFrame) -> str:
         table(["strategy", "dtype", "correct", "rel_err", "median [us]", "time / loop"], lines),
     ]
     naive = rows[rows["strategy"] == "naive_single_grad"]
-    correct = rows[rows["within_tol"].astype(bool) & (rows["strategy_kind"] == "exact")]
+    correct = rows[rows["within_tol"].astype(bool) & (rows["strategy_kind"] == Kind.EXACT)]
     if not naive.empty and naive["jacobian"].notna().iloc[0]:
         wrong = jacobian(naive.iloc[0])
         text.append(

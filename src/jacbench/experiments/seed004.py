@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import pandas as pd
 
+from jacbench.enums import Kind
 from jacbench.experiments import ok_rows, table
 
 BASELINE = "fd_forward_loop"  # the thread's baseline: one forward pass per parameter
@@ -32,7 +33,7 @@ def answer(rows: pd.DataFrame) -> str:
             ]
             for _, r in group.iterrows()
         ]
-        exact = group[(group["strategy_kind"] == "exact") & group["within_tol"].astype(bool)]
+        exact = group[(group["strategy_kind"] == Kind.EXACT) & group["within_tol"].astype(bool)]
         text += [
             f"{model}: N={n} inputs (parameters), M={m} outputs, {group['dtype'].iloc[0]}",
             table(

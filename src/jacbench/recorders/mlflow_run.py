@@ -15,6 +15,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, TypeVar
 
+from jacbench.enums import Status
 from jacbench.result import METRIC_COLUMNS, Result
 
 os.environ.setdefault("MLFLOW_SUPPRESS_PRINTING_URL_TO_STDOUT", "true")
@@ -160,7 +161,7 @@ def log_result(
         "memory_method": result.memory_method,
         "reference_kind": result.reference_kind,
     }
-    _log_and_close(tracking, run_id, metrics, params, tags, failed=result.status == "failed")
+    _log_and_close(tracking, run_id, metrics, params, tags, failed=result.status == Status.FAILED)
     return run_id
 
 

@@ -17,6 +17,7 @@ import pandas as pd
 import pyarrow as pa
 import pyarrow.parquet as pq
 
+from jacbench.enums import Status
 from jacbench.result import SCHEMA, Result
 
 
@@ -74,7 +75,7 @@ def read_results(folder: Path) -> pd.DataFrame:
     return frame.drop(columns="_file")  # attrs (missing_columns) are kept
 
 
-DONE_STATUSES = ("ok", "skipped")  # settled outcomes; a failed job is worth another try
+DONE_STATUSES = (Status.OK, Status.SKIPPED)  # settled outcomes; a failed job is worth another try
 
 
 def find_done_result(folder: Path, config_hash: str) -> Path | None:

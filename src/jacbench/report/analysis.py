@@ -7,6 +7,7 @@ from dataclasses import dataclass
 import pandas as pd
 
 from jacbench.display import cell, verdict_text
+from jacbench.enums import Kind, Status
 from jacbench.report.problems import DEFAULT_STRATEGY, good, latest_ok
 
 
@@ -53,7 +54,7 @@ def problem_lines(rows: pd.DataFrame) -> list[list[str]]:
 
 
 def not_ok_lines(rows: pd.DataFrame) -> list[list[str]]:
-    bad = rows[rows["status"] != "ok"].drop_duplicates(["label", "status", "error_message"])
+    bad = rows[rows["status"] != Status.OK].drop_duplicates(["label", "status", "error_message"])
     return [[r["label"], str(r["status"]), str(r["error_message"])] for _, r in bad.iterrows()]
 
 
@@ -102,7 +103,7 @@ def rules_of_thumb(problems: list[tuple[str, pd.DataFrame]]) -> list[str]:
     tallies = {"M > N": {"forward": 0, "reverse": 0}, "N > M": {"forward": 0, "reverse": 0}}
     for _, rows in problems:
         exact = good(rows)
-        exact = exact[exact["strategy_kind"] == "exact"]
+        exact = exact[exact["strategy_kind"] == Kind.EXACT]
         modes = exact.groupby("strategy_mode")["time_median_s"].min()
         if "forward" not in modes or "reverse" not in modes:
             continue

@@ -7,6 +7,7 @@ from pathlib import Path
 
 import pandas as pd
 
+from jacbench.enums import Status
 from jacbench.recorders.parquet import read_results
 from jacbench.report.problems import PROBLEM_KEYS, normalise
 from jacbench.report.render import markdown_table
@@ -16,7 +17,7 @@ MATCH_KEYS = [*PROBLEM_KEYS, "label"]
 
 def _latest_ok(rows: pd.DataFrame) -> pd.DataFrame:
     rows, _ = normalise(rows)
-    ok = rows[(rows["status"] == "ok") & rows["time_median_s"].notna()]
+    ok = rows[(rows["status"] == Status.OK) & rows["time_median_s"].notna()]
     return ok.sort_values("started_at").groupby("config_hash", dropna=False).tail(1)
 
 

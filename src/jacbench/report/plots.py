@@ -13,10 +13,15 @@ import matplotlib.pyplot as plt  # noqa: E402
 import pandas as pd  # noqa: E402
 from matplotlib.figure import Figure  # noqa: E402
 
+from jacbench.enums import Kind, Mode, Status
 from jacbench.report.problems import good, latest_ok  # noqa: E402
 
 ZERO_ERR = 1e-2  # err_eps of exactly 0 drawn here on a log axis
-KIND_COLORS = {"exact": "tab:blue", "approximate": "tab:orange", "negative_control": "tab:red"}
+KIND_COLORS = {
+    Kind.EXACT: "tab:blue",
+    Kind.APPROXIMATE: "tab:orange",
+    Kind.NEGATIVE_CONTROL: "tab:red",
+}
 
 
 def _loglog(fig: Figure, ax, xlabel: str, ylabel: str, **legend) -> Figure:
@@ -57,7 +62,7 @@ def time_per_strategy(problems: list[tuple[str, pd.DataFrame]]) -> Figure | None
 
 def accuracy_per_strategy(rows: pd.DataFrame) -> Figure | None:
     """err_eps (rounding units) per strategy, one series per dtype."""
-    ok = rows[(rows["status"] == "ok") & rows["err_eps"].notna()]
+    ok = rows[(rows["status"] == Status.OK) & rows["err_eps"].notna()]
     if ok.empty:
         return None
     labels = sorted(ok["label"].unique())
@@ -75,7 +80,9 @@ def accuracy_per_strategy(rows: pd.DataFrame) -> Figure | None:
 
 def speed_vs_accuracy(rows: pd.DataFrame) -> Figure | None:
     """Each ok job as a point: time against error, coloured by kind."""
-    ok = rows[(rows["status"] == "ok") & rows["err_eps"].notna() & rows["time_median_s"].notna()]
+    ok = rows[
+        (rows["status"] == Status.OK) & rows["err_eps"].notna() & rows["time_median_s"].notna()
+    ]
     if ok.empty:
         return None
     fig, ax = plt.subplots(figsize=(7, 5))
@@ -100,8 +107,8 @@ def _eps(options: str) -> float | None:
 
 def fd_error_vs_eps(rows: pd.DataFrame) -> Figure | None:
     """The V-shaped curve: rel_err against the step, where an eps sweep is present."""
-    ok = rows[rows["status"] == "ok"].assign(
-        eps=[_eps(o) for o in rows.loc[rows["status"] == "ok", "strategy_options"]]
+    ok = rows[rows["status"] == Status.OK].assign(
+        eps=[_eps(o) for o in rows.loc[rows["status"] == Status.OK, "strategy_options"]]
     )
     ok = ok.dropna(subset=["eps", "rel_err"])
     curves = [
@@ -121,9 +128,9 @@ def time_vs_shape(problems: list[tuple[str, pd.DataFrame]]) -> Figure | None:
     points = []
     for _, rows in problems:
         exact = good(rows)
-        exact = exact[exact["strategy_kind"] == "exact"]
+        exact = exact[exact["strategy_kind"] == Kind.EXACT]
         for mode, group in exact.groupby("strategy_mode"):
-            if mode in ("forward", "reverse"):
+            if mode in (Mode.FORWARD, Mode.REVERSE):
                 first = group.iloc[0]
                 points.append(
                     {
@@ -141,7 +148,7 @@ def time_vs_shape(problems: list[tuple[str, pd.DataFrame]]) -> Figure | None:
         return None
     fig, ax = plt.subplots(figsize=(7, 5))
     for name, group in series:
-        for mode, style in (("forward", "-o"), ("reverse", "--s")):
+        for mode, style in ((Mode.FORWARD, "-o"), (Mode.REVERSE, "--s")):
             line = group[group["mode"] == mode].sort_values("ratio")
             if len(line):
                 ax.plot(line["ratio"], line["time"], style, label=f"{mode} ({name})")

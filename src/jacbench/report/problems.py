@@ -6,6 +6,7 @@ import json
 
 import pandas as pd
 
+from jacbench.enums import Kind, Status
 from jacbench.result import SCHEMA
 
 PROBLEM_KEYS = ["model", "model_options", "wrt", "n_in", "n_out", "batch", "dtype", "device"]
@@ -25,7 +26,7 @@ def normalise(rows: pd.DataFrame) -> tuple[pd.DataFrame, list[str]]:
         "batch": 1,
         "model_options": "{}",
         "strategy_options": "{}",
-        "strategy_kind": "exact",
+        "strategy_kind": Kind.EXACT,
         "strategy_mode": "",
         "error_message": "",
     }
@@ -84,7 +85,7 @@ def problems(rows: pd.DataFrame) -> list[tuple[str, pd.DataFrame]]:
 
 def latest_ok(rows: pd.DataFrame) -> pd.DataFrame:
     """The newest ok row of each strategy variant (re-runs replace older measurements)."""
-    ok = rows[rows["status"] == "ok"]
+    ok = rows[rows["status"] == Status.OK]
     return ok.sort_values("started_at").groupby("label").tail(1)
 
 

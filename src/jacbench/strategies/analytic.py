@@ -17,4 +17,9 @@ def analytic(problem: Problem, opts: NoOptions):
             f"model {problem.name!r} (wrt={problem.wrt}) has no analytic Jacobian; "
             "only models that define analytic_jacobian(x) support strategy=analytic"
         )
-    return lambda: torch.stack([formula(x) for x in problem.points]).reshape(problem.jacobian_shape)
+
+    def jac(x: torch.Tensor) -> torch.Tensor:
+        points = x.reshape(problem.batch, problem.n_in)
+        return torch.stack([formula(p) for p in points]).reshape(problem.jacobian_shape)
+
+    return jac

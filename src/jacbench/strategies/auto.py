@@ -10,16 +10,16 @@ included, is part of first_call_s. The choice is recorded as ``chosen_strategy``
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import torch
 from torch.utils import benchmark
 
+from jacbench.prepared import Prepared
 from jacbench.problem import Problem
-from jacbench.strategy import JacobianFn, Kind, Mode, StrategySkip, strategy
+from jacbench.strategy import Declared, Kind, Mode, StrategySkip, strategy
 
 EAGER = ("jacfwd", "jacrev", "grads_batched")
-COMPILED = ("jacfwd_compiled", "jacrev_compiled")
 
 
 @dataclass
@@ -39,47 +39,46 @@ def rule(problem: Problem, compile: bool) -> str:
     return f"{name}_compiled" if compile else name
 
 
-def _prepare_named(name: str, problem: Problem) -> JacobianFn:
+def _prepare_named(name: str, problem: Problem) -> Prepared:
     from jacbench.registry import load_registry  # the registry is built by now
 
-    spec = load_registry().get(name)
-    return spec.prepare(problem, spec.make_options({}))
+    return load_registry().prepare(name, problem)
 
 
-def _median_seconds(jac: JacobianFn, seconds: float) -> float:
-    timer = benchmark.Timer(stmt="jac()", globals={"jac": jac}, num_threads=torch.get_num_threads())
+def _median_seconds(prep: Prepared, x: torch.Tensor, seconds: float) -> float:
+    timer = benchmark.Timer(
+        stmt="prep(x)", globals={"prep": prep, "x": x}, num_threads=torch.get_num_threads()
+    )
     return float(timer.blocked_autorange(min_run_time=seconds).median)
 
 
-def choose(problem: Problem, opts: AutoOptions) -> tuple[str, JacobianFn]:
+def choose(problem: Problem, opts: AutoOptions) -> Prepared:
+    """The prepared candidate to use: by the rule alone, or the fastest in calibration."""
     preferred = rule(problem, opts.compile)
     if not opts.calibrate:
         try:
-            return preferred, _prepare_named(preferred, problem)
+            return _prepare_named(preferred, problem)
         except StrategySkip:  # compilation unavailable: the same mode, eager
-            eager = rule(problem, compile=False)
-            return eager, _prepare_named(eager, problem)
-    timings: dict[str, tuple[float, JacobianFn]] = {}
-    for name in (*EAGER, *(COMPILED if opts.compile else ())):
+            return _prepare_named(rule(problem, compile=False), problem)
+    timings: dict[str, tuple[float, Prepared]] = {}
+    # One compilation at most: the compiled form of the mode the shape rule picks (fewer
+    # passes). Compiling both modes doubled auto's setup on seed004; whether auto still
+    # keeps up with the best exact strategy is what scripts/bench_exact_vs_fd.py checks.
+    for name in (*EAGER, *((preferred,) if opts.compile else ())):
         try:
-            jac = _prepare_named(name, problem)
-            jac()
-            timings[name] = (_median_seconds(jac, opts.calibration_time), jac)
+            prep = _prepare_named(name, problem)
+            prep(problem.x)
+            timings[name] = (_median_seconds(prep, problem.x, opts.calibration_time), prep)
         except Exception:  # a candidate that cannot run here is simply not chosen
             continue
     if not timings:
         raise StrategySkip("auto: none of its candidates can compute this Jacobian")
     best = min(timings, key=lambda n: timings[n][0])
-    return best, timings[best][1]
+    return timings[best][1]
 
 
 @strategy(Kind.EXACT, Mode.AUTO, options=AutoOptions, batch=True)
 def auto(problem: Problem, opts: AutoOptions):
     """The fastest exact strategy for this problem, chosen by rule and calibration."""
-    name, inner = choose(problem, opts)
-
-    def jac() -> torch.Tensor:
-        return inner()
-
-    jac.chosen_strategy = name  # type: ignore[attr-defined]
-    return jac
+    chosen = choose(problem, opts)
+    return Declared(chosen.fn, replace(chosen.info, chosen_strategy=chosen.strategy))

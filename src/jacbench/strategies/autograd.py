@@ -10,16 +10,16 @@ from jacbench.problem import Problem
 from jacbench.strategy import Kind, Mode, NoOptions, strategy
 
 
-def rows_view(problem: Problem) -> tuple[torch.Tensor, Callable[[torch.Tensor], torch.Tensor]]:
-    """(X, F): the point(s) as a (B, N) matrix and F: (B, N) -> (B, M).
+def rows_fn(problem: Problem) -> Callable[[torch.Tensor], torch.Tensor]:
+    """F: (B, N) -> (B, M) for the problem's point(s) viewed as a (B, N) matrix.
 
     For one point F is ``f`` itself (same arithmetic as the forum's code); for a batch it is
     the model's batched forward, whose samples are independent, so the Jacobian of
     ``F(X)[:, i].sum()`` w.r.t. X holds row i of every sample's Jacobian.
     """
     if problem.batch == 1:
-        return problem.x.reshape(1, -1), lambda X: problem.f(X[0]).unsqueeze(0)
-    return problem.x, problem.f_many
+        return lambda X: problem.f(X[0]).unsqueeze(0)
+    return problem.f_many
 
 
 def per_sample(problem: Problem, jac: torch.Tensor) -> torch.Tensor:
@@ -27,19 +27,21 @@ def per_sample(problem: Problem, jac: torch.Tensor) -> torch.Tensor:
     return jac.reshape(problem.jacobian_shape)
 
 
-def _forward_with_grad(problem: Problem):
-    points, F = rows_view(problem)
-    X = points.detach().requires_grad_(True)
-    return X, F(X)
+def forward_with_grad(problem: Problem, x: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+    """(X, F(X)) with X a leaf that requires grad: the graph the backward passes walk.
+    Called with grad enabled (a prepared Jacobian runs under no_grad)."""
+    X = x.detach().reshape(problem.batch, problem.n_in).requires_grad_(True)
+    return X, rows_fn(problem)(X)
 
 
 @strategy(Kind.EXACT, Mode.REVERSE, batch=True)
 def autograd_loop(problem: Problem, opts: NoOptions):
     """A Python loop of torch.autograd.grad, one backward pass per output row."""
+    last = problem.n_out - 1
 
-    def jac() -> torch.Tensor:
-        X, Y = _forward_with_grad(problem)
-        last = problem.n_out - 1
+    @torch.enable_grad()
+    def jac(x: torch.Tensor) -> torch.Tensor:
+        X, Y = forward_with_grad(problem, x)
         rows = [
             torch.autograd.grad(Y[:, i].sum(), X, retain_graph=i < last)[0]
             for i in range(problem.n_out)
@@ -50,7 +52,7 @@ def autograd_loop(problem: Problem, opts: NoOptions):
 
 
 def _functional_jacobian(problem: Problem, **kwargs):
-    return lambda: torch.autograd.functional.jacobian(problem.f, problem.x, **kwargs)
+    return lambda x: torch.autograd.functional.jacobian(problem.f, x, **kwargs)
 
 
 @strategy(Kind.EXACT, Mode.REVERSE)
@@ -77,8 +79,9 @@ def grads_batched(problem: Problem, opts: NoOptions):
     eye = torch.eye(problem.n_out, dtype=problem.dtype, device=problem.device)
     grad_outputs = eye.unsqueeze(1).expand(problem.n_out, problem.batch, problem.n_out)
 
-    def jac() -> torch.Tensor:
-        X, Y = _forward_with_grad(problem)
+    @torch.enable_grad()
+    def jac(x: torch.Tensor) -> torch.Tensor:
+        X, Y = forward_with_grad(problem, x)
         rows = torch.autograd.grad(Y, X, grad_outputs, is_grads_batched=True)[0]
         return per_sample(problem, rows.transpose(0, 1))
 
@@ -90,8 +93,9 @@ def naive_single_grad(problem: Problem, opts: NoOptions):
     """WRONG BY DESIGN: all outputs fed to one grad call; every row comes back as the sum
     of the rows (seed 003). Kept as a negative control."""
 
-    def jac() -> torch.Tensor:
-        x = problem.x.detach().requires_grad_(True)
+    @torch.enable_grad()
+    def jac(x: torch.Tensor) -> torch.Tensor:
+        x = x.detach().requires_grad_(True)
         y = problem.f(x)
         outputs = [y[i : i + 1] for i in range(y.numel())]
         grads = torch.autograd.grad(outputs, [x] * len(outputs))

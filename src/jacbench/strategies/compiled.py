@@ -49,7 +49,7 @@ def compiled_jacobian(problem: Problem, transform: Callable, mode: str):
     except Exception as exc:
         reason = " ".join(str(exc).split())[:300]
         raise StrategySkip(f"torch.compile failed here: {type(exc).__name__}: {reason}") from exc
-    return lambda: compiled(problem.x)
+    return compiled
 
 
 @strategy(Kind.EXACT, Mode.FORWARD, options=CompileOptions, batch=True)

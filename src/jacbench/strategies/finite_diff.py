@@ -53,11 +53,11 @@ def _step_size(problem: Problem, opts: FdOptions, central: bool) -> float:
 
 def _prepare(problem: Problem, opts: FdOptions, central: bool):
     eps = _step_size(problem, opts, central)
-    X = problem.points  # (B, N)
     B, N, M = problem.batch, problem.n_in, problem.n_out
     chunk = max(1, CHUNK_ELEMENTS // (B * N * (2 if central else 1)))
 
-    def jac() -> torch.Tensor:
+    def jac(x: torch.Tensor) -> torch.Tensor:
+        X = x.reshape(B, N)
         with torch.no_grad():
             h = steps(X, eps)  # (B, N)
             base = None if central else problem.f_many(X)
@@ -93,9 +93,9 @@ def fd_forward_loop(problem: Problem, opts: FdOptions):
     """Forward differences one input at a time, a forward pass each: the hand-written loop
     that seed 004's thread compares autograd with."""
     eps = _step_size(problem, opts, central=False)
-    f, x = problem.f, problem.x
+    f = problem.f
 
-    def jac() -> torch.Tensor:
+    def jac(x: torch.Tensor) -> torch.Tensor:
         with torch.no_grad():
             h = steps(x, eps)
             base = f(x)

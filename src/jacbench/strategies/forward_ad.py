@@ -6,18 +6,20 @@ import torch
 import torch.autograd.forward_ad as fwAD
 
 from jacbench.problem import Problem
-from jacbench.strategies.autograd import per_sample, rows_view
+from jacbench.strategies.autograd import per_sample, rows_fn
 from jacbench.strategy import Kind, Mode, NoOptions, strategy
 
 
 @strategy(Kind.EXACT, Mode.FORWARD, batch=True)
 def forward_ad_loop(problem: Problem, opts: NoOptions):
     """A loop of forward passes on dual numbers, one Jacobian column each."""
-    X, F = rows_view(problem)
+    F = rows_fn(problem)
     eye = torch.eye(problem.n_in, dtype=problem.dtype, device=problem.device)
-    directions = [e.expand_as(X) for e in eye]  # direction j for every sample at once
+    # direction j for every sample at once
+    directions = [e.expand(problem.batch, problem.n_in) for e in eye]
 
-    def jac() -> torch.Tensor:
+    def jac(x: torch.Tensor) -> torch.Tensor:
+        X = x.reshape(problem.batch, problem.n_in)
         columns = []
         with fwAD.dual_level():
             for direction in directions:

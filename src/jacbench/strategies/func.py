@@ -41,19 +41,13 @@ def per_point(problem: Problem, jac_fn: Callable) -> Callable:
     return torch.func.vmap(jac_fn) if problem.batch > 1 else jac_fn
 
 
-def over_points(problem: Problem, jac_fn: Callable) -> Callable[[], torch.Tensor]:
-    """Call a per-point Jacobian function at the problem's point(s)."""
-    jac_fn = per_point(problem, jac_fn)
-    return lambda: jac_fn(problem.x)
-
-
 @strategy(Kind.EXACT, Mode.REVERSE, options=JacrevOptions, batch=True)
 def jacrev(problem: Problem, opts: JacrevOptions):
     """torch.func.jacrev: vmap over vector-Jacobian products."""
-    return over_points(problem, torch.func.jacrev(problem.f, chunk_size=opts.chunk_size))
+    return per_point(problem, torch.func.jacrev(problem.f, chunk_size=opts.chunk_size))
 
 
 @strategy(Kind.EXACT, Mode.FORWARD, options=JacfwdOptions, batch=True)
 def jacfwd(problem: Problem, opts: JacfwdOptions):
     """torch.func.jacfwd: vmap over Jacobian-vector products."""
-    return over_points(problem, torch.func.jacfwd(problem.f, randomness=opts.randomness))
+    return per_point(problem, torch.func.jacfwd(problem.f, randomness=opts.randomness))

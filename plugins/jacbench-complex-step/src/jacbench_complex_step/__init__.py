@@ -40,13 +40,13 @@ def complex_step(problem: Problem, opts: ComplexStepOptions):
             f"complex step needs every op of model {problem.name!r} to accept complex input: "
             f"{str(exc).splitlines()[0]}"
         ) from exc
-    x = complex_problem.x
-    directions = 1j * opts.h * torch.eye(problem.n_in, dtype=x.dtype, device=x.device)
+    complex_dtype = complex_problem.dtype
+    directions = 1j * opts.h * torch.eye(problem.n_in, dtype=complex_dtype, device=problem.device)
 
-    def jac() -> torch.Tensor:
-        with torch.no_grad():
-            points = x + directions
-            values = complex_problem.f_many(points)  # one pass where the model allows
-            return (values.imag / opts.h).T.to(problem.dtype)
+    def jac(x: torch.Tensor) -> torch.Tensor:
+        # the point is taken at each call: nothing of the example point is kept
+        points = x.to(complex_dtype) + directions
+        values = complex_problem.f_many(points)  # one pass where the model allows
+        return (values.imag / opts.h).T.to(problem.dtype)
 
     return jac

@@ -1,0 +1,69 @@
+"""A prepared Jacobian: what a strategy built once, callable at any point of one shape.
+
+Preparation apart from execution, as DifferentiationInterface.jl's ``prepare_jacobian`` /
+``jacobian``: the setup (vmap, compilation, a sparsity pattern, a calibration) is paid once,
+and ``prep(x)`` reuses it at every new point of the same shape, dtype and device. What the
+setup decided is a declared, typed field (``info``), never an attribute set on a function.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass, field
+
+import torch
+
+from jacbench.errors import PointMismatch
+
+JacobianFn = Callable[[torch.Tensor], torch.Tensor]
+
+
+@dataclass(frozen=True)
+class PrepInfo:
+    """What a strategy decided while preparing. Each field is also a ``Result`` column."""
+
+    chosen_strategy: str = ""  # what `auto` picked
+    n_colors: int | None = None  # sparse strategies: passes per Jacobian (colours)
+    pattern_density: float | None = None  # sparse strategies: nonzeros / (M * N)
+
+
+@dataclass(frozen=True)
+class Declared:
+    """What a strategy returns when it has decided something worth recording."""
+
+    jac: JacobianFn
+    info: PrepInfo = field(default_factory=PrepInfo)
+
+
+def _describe(shape: tuple[int, ...], dtype: torch.dtype, device: torch.device) -> str:
+    return f"shape {tuple(shape)}, {str(dtype).removeprefix('torch.')} on {device}"
+
+
+@dataclass(frozen=True)
+class Prepared:
+    """``prep(x)``: the Jacobian at ``x``, by the strategy prepared for points like ``x``.
+
+    Calls run under ``torch.no_grad()``: the result never carries a graph (strategies that
+    need autograd enable it inside). A point of another shape, dtype or device is refused
+    with a message naming what was prepared and what was given.
+    """
+
+    fn: JacobianFn = field(repr=False)
+    strategy: str
+    shape: tuple[int, ...]
+    dtype: torch.dtype
+    device: torch.device
+    info: PrepInfo = field(default_factory=PrepInfo)
+
+    def check(self, x: torch.Tensor) -> None:
+        if tuple(x.shape) != self.shape or x.dtype != self.dtype or x.device != self.device:
+            raise PointMismatch(
+                f"{self.strategy} was prepared for points of "
+                f"{_describe(self.shape, self.dtype, self.device)}; got "
+                f"{_describe(tuple(x.shape), x.dtype, x.device)}: prepare again for this point"
+            )
+
+    def __call__(self, x: torch.Tensor) -> torch.Tensor:
+        self.check(x)
+        with torch.no_grad():
+            return self.fn(x)

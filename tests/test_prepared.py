@@ -1,0 +1,224 @@
+"""The prepared-Jacobian contract: set up once, right at every point, refused elsewhere."""
+
+from __future__ import annotations
+
+import ast
+from dataclasses import replace
+from pathlib import Path
+
+import pytest
+import torch
+from hydra import compose, initialize_config_dir
+
+import jacbench
+from jacbench.config import conf_dir, register_configs
+from jacbench.errors import ConfigError, PointMismatch
+from jacbench.measure import torch_threads
+from jacbench.problem import ModelKeys, build_problem
+from jacbench.registry import load_registry
+from jacbench.strategy import Kind, StrategySkip
+
+CPU = torch.device("cpu")
+REGISTRY = load_registry()
+register_configs(REGISTRY)  # strategy=<name> choices for compose()
+ALL = sorted(REGISTRY.strategies)
+MLP = {"_target_": "jacbench.models.mlp.MLP", "n_in": 5, "hidden": 7, "n_out": 4, "depth": 2}
+MODELS = {
+    "mlp": MLP,
+    "mlp-params": {**MLP, "wrt": "params"},
+    "reciprocal": {"_target_": "jacbench.models.toy.Reciprocal", "n": 4},
+    "mlp-batch3": {**MLP, "batch": 3},
+}
+TOLERANCE = {Kind.EXACT: 1e-12, Kind.APPROXIMATE: 1e-6}
+
+
+def exact_jacobian(problem, x: torch.Tensor) -> torch.Tensor:
+    """float64 reverse mode at ``x``, per sample for a batch (the problem is float64)."""
+    jac = torch.func.jacrev(problem.f)
+    return torch.func.vmap(jac)(x) if problem.batch > 1 else jac(x)
+
+
+def rel_err(a: torch.Tensor, b: torch.Tensor) -> float:
+    return float(torch.linalg.norm(a.double() - b) / torch.linalg.norm(b))
+
+
+@pytest.mark.parametrize("name", ALL)
+@pytest.mark.parametrize("model", sorted(MODELS))
+def test_every_strategy_is_right_at_two_points(name, model):
+    spec = REGISTRY.get(name)
+    problem = build_problem(MODELS[model], torch.float64, CPU, seed=0)
+    try:
+        prep = REGISTRY.prepare(name, problem)
+    except StrategySkip:
+        assert name == "analytic" or (problem.batch > 1 and not spec.batch)
+        return
+    second = problem.x + 0.3 * torch.randn_like(problem.x)
+    for x in (problem.x, second):
+        jac, expected = prep(x), exact_jacobian(problem, x)
+        assert jac.shape == expected.shape and not jac.requires_grad
+        if spec.kind is Kind.NEGATIVE_CONTROL:  # wrong by design, at every point
+            assert rel_err(jac, expected) > 1e-3
+        else:
+            assert rel_err(jac, expected) < TOLERANCE[spec.kind], f"{name} at point {x}"
+
+
+def test_a_point_unlike_the_prepared_one_is_refused_naming_both():
+    problem = build_problem(MLP, torch.float32, CPU, seed=0)
+    prep = REGISTRY.prepare("jacrev", problem)
+    with pytest.raises(PointMismatch, match=r"shape \(5,\), float32 on cpu; got shape \(6,\)"):
+        prep(torch.zeros(6))
+    with pytest.raises(PointMismatch, match="got shape .5,., float64"):
+        prep(torch.zeros(5, dtype=torch.float64))
+    with pytest.raises(PointMismatch, match="on meta"):
+        prep(torch.zeros(5, device="meta"))
+
+
+def net() -> torch.nn.Module:
+    torch.manual_seed(0)
+    layers = torch.nn.Sequential(torch.nn.Linear(3, 6), torch.nn.Tanh(), torch.nn.Linear(6, 2))
+    return layers.double()
+
+
+@pytest.mark.parametrize(
+    "name", [n for n in ALL if REGISTRY.get(n).kind is not Kind.NEGATIVE_CONTROL]
+)
+def test_every_strategy_through_the_library_on_a_module_at_two_points(name):
+    model = net().train()  # parameters require grad, as in a user's training code
+    x0 = torch.randn(3, dtype=torch.float64)
+    try:
+        prep = jacbench.prepare(model, x0, name)
+    except StrategySkip:
+        assert name == "analytic"
+        return
+    for x in (x0, x0 + 1.0):
+        jac = prep(x)
+        assert jac.shape == (2, 3) and not jac.requires_grad
+        tol = TOLERANCE[REGISTRY.get(name).kind]
+        assert rel_err(jac, torch.func.jacrev(model)(x).detach()) < tol
+    assert model.training and all(p.requires_grad for p in model.parameters())
+
+
+def test_library_keeps_the_users_shapes_and_prepares_once(monkeypatch):
+    spec, setups = REGISTRY.get("jacfwd"), []
+
+    def counting_setup(problem, opts):
+        setups.append(problem)
+        return spec.setup(problem, opts)
+
+    monkeypatch.setitem(REGISTRY.strategies, "jacfwd", replace(spec, setup=counting_setup))
+    f = lambda v: (v.sin() * 2).sum(0)  # noqa: E731
+    x = torch.randn(4, 3)
+    prep = jacbench.prepare(f, x, "jacfwd")
+    for k in range(3):
+        point = x + k
+        assert torch.allclose(prep(point), torch.func.jacrev(f)(point), atol=1e-6)
+    assert prep(x).shape == (3, 4, 3) and len(setups) == 1
+
+
+def test_flat_params_round_trip_and_parameter_jacobian():
+    model = net()
+    params = jacbench.FlatParams(model)
+    theta = params.vector()
+    assert theta.shape == (sum(p.numel() for p in model.parameters()),)
+    inputs = torch.randn(10, 3, dtype=torch.float64)
+    assert torch.equal(params.call(theta, inputs), model(inputs))
+    prep = jacbench.prepare(lambda t: params.call(t, inputs).reshape(-1), theta, "jacfwd")
+    jac = prep(theta * 0.5)
+    expected = torch.func.jacrev(lambda t: params.call(t, inputs).reshape(-1))(theta * 0.5)
+    assert rel_err(jac, expected) < 1e-12
+    params.load_(theta * 0.5)
+    assert torch.allclose(params.vector(), theta * 0.5)
+    with pytest.raises(ValueError, match=r"theta must have shape \(\d+,\)"):
+        params.unflatten(theta[:-1])
+
+
+def test_auto_declares_its_choice_as_a_typed_field():
+    problem = build_problem(MLP, torch.float32, CPU, seed=0)
+    prep = REGISTRY.prepare("auto", problem, calibrate=False, compile=False)
+    assert prep.strategy == "auto"
+    assert prep.info.chosen_strategy == "jacrev"  # M=4 < N=5: reverse mode by the rule
+    assert jacbench.PrepInfo().chosen_strategy == ""
+
+
+def model_names() -> list[str]:
+    return sorted(p.stem for p in (conf_dir() / "model").glob("*.yaml") if p.stem != "custom")
+
+
+@pytest.mark.parametrize("model", model_names())
+def test_batch_is_a_key_of_every_model(model):
+    with initialize_config_dir(str(conf_dir()), version_base="1.3"):
+        cfg = compose("config", overrides=[f"model={model}", "model.batch=3"])
+    keys, _ = ModelKeys.split(dict(cfg.model))
+    assert keys.batch == 3
+    if keys.wrt == "params":
+        with pytest.raises(ConfigError, match="batch > 1 needs wrt=input"):
+            build_problem(dict(cfg.model), torch.float32, CPU, seed=0)
+    elif model not in ("seed001_mse_sum",):  # 16800 inputs: built, but not needed here
+        problem = build_problem(dict(cfg.model), torch.float32, CPU, seed=0)
+        assert problem.batch == 3 and problem.x.shape == (3, problem.n_in)
+
+
+def test_custom_models_are_named_after_their_target():
+    names = set()
+    for target in ("jacbench.models.toy.Reciprocal", "jacbench.models.toy.CatPoly"):
+        with initialize_config_dir(str(conf_dir()), version_base="1.3"):
+            cfg = compose("config", overrides=["model=custom", f"model._target_={target}"])
+        keys, _ = ModelKeys.split(dict(cfg.model))
+        names.add(keys.name)
+    assert names == {"Reciprocal", "CatPoly"}
+
+
+@pytest.mark.parametrize(
+    ("values", "match"),
+    [
+        ({"input_shape": "abc"}, "input_shape must be positive integers"),
+        ({"input_shape": [2.5]}, "input_shape must be positive integers"),
+        ({"input_shape": [-3, -2]}, "input_shape must be positive integers"),
+        ({"batch": 0}, "batch must be positive integers"),
+        ({"wrt": "weights"}, "valid choices: input, params"),
+    ],
+)
+def test_bad_model_keys_get_one_clear_line(values, match):
+    with pytest.raises(ConfigError, match=match):
+        ModelKeys.split({"_target_": "x.Y", **values})
+
+
+def test_threads_are_restored_after_a_job():
+    before = torch.get_num_threads()
+    with torch_threads(1):
+        assert torch.get_num_threads() == 1
+    assert torch.get_num_threads() == before
+
+
+def module_imports(path: Path, modules: set[str]) -> set[str]:
+    """jacbench modules imported at the top level of ``path`` (not under TYPE_CHECKING, not
+    inside functions: those cannot form a cycle at import time). ``from pkg import sub``
+    counts as importing ``pkg.sub`` where that is one of ``modules``."""
+    names = set()
+    for node in ast.parse(path.read_text()).body:
+        if isinstance(node, ast.ImportFrom) and (node.module or "").startswith("jacbench"):
+            for alias in node.names:
+                sub = f"{node.module}.{alias.name}"
+                names.add(sub if sub in modules else node.module)
+        elif isinstance(node, ast.Import):
+            names |= {a.name for a in node.names if a.name.startswith("jacbench")}
+    return names
+
+
+def test_no_import_cycles_between_modules():
+    src = Path(jacbench.__file__).parent
+    paths = {}
+    for path in src.rglob("*.py"):
+        parts = path.relative_to(src.parent).with_suffix("").parts
+        paths[".".join(parts[:-1] if parts[-1] == "__init__" else parts)] = path
+    graph = {name: module_imports(path, set(paths)) - {name} for name, path in paths.items()}
+    assert graph["jacbench.errors"] == set()
+
+    def visit(name: str, stack: tuple[str, ...]) -> None:
+        assert name not in stack, f"import cycle: {' -> '.join((*stack, name))}"
+        for dep in graph.get(name, ()):
+            if dep != "jacbench":  # the package's __init__ re-exports the library only
+                visit(dep, (*stack, name))
+
+    for name in graph:
+        visit(name, ())
