@@ -33,6 +33,8 @@ def prepare(
     torch.func.jacrev does), never requiring grad. ``options`` are the strategy's options,
     e.g. ``prepare(f, x, "fd_central", eps=1e-4)`` or ``prepare(f, x, "auto", compile=False)``.
     The user's module is used as it is: its mode and requires_grad flags are left alone.
+    Sparse strategies with ``output="csr"`` return the (M, N) CSR matrix of the flattened
+    function instead.
     """
     x = example_x.detach()
     with torch.no_grad():
@@ -43,7 +45,10 @@ def prepare(
     in_shape = tuple(x.shape)
 
     def jac(point: torch.Tensor) -> torch.Tensor:
-        return flat.fn(point.reshape(-1)).reshape(*out_shape, *in_shape)
+        out = flat.fn(point.reshape(-1))
+        if out.layout != torch.strided:  # a sparse matrix (output="csr") stays (M, N)
+            return out
+        return out.reshape(*out_shape, *in_shape)
 
     return replace(flat, fn=jac, shape=in_shape)
 

@@ -46,6 +46,12 @@ def _verdict(result: Result) -> str:
     return f"{mark} (tol {cell(result.tolerance, '.1e')})"
 
 
+def _sparsity(result: Result) -> str:
+    if result.n_colors is None:
+        return ""
+    return f", {result.n_colors} colours, pattern density {cell(result.pattern_density, '.2%')}"
+
+
 def result_table(result: Result) -> Table:
     """One job, one field per line: what was measured and how far it can be trusted."""
     table = Table(title=f"jacbench: {result.strategy} on {result.model}", show_header=False)
@@ -58,7 +64,8 @@ def result_table(result: Result) -> Table:
         (
             "strategy",
             f"{result.strategy} ({result.strategy_kind}, {result.strategy_mode})"
-            + (f": chose {result.chosen_strategy}" if result.chosen_strategy else ""),
+            + (f": chose {result.chosen_strategy}" if result.chosen_strategy else "")
+            + _sparsity(result),
         ),
         ("dtype / device", f"{result.dtype} / {result.device} ({result.device_name})"),
         (

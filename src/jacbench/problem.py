@@ -98,6 +98,9 @@ class Problem:
     module: nn.Module = field(repr=False)
     input: torch.Tensor = field(repr=False)  # the model's input, in its own shape
     batch: int = 1
+    # The model's declared Jacobian sparsity pattern of one point, (M, N) sparse or dense,
+    # where it has one (``jacobian_sparsity()``, w.r.t. the input only).
+    sparsity: Callable[[], torch.Tensor] | None = field(default=None, repr=False)
 
     @property
     def dtype(self) -> torch.dtype:
@@ -167,6 +170,7 @@ def make_problem(
     """
     sample_shape = tuple(inp.shape[1:]) if batch > 1 else tuple(inp.shape)
     analytic_fn = getattr(module, "analytic_jacobian", None) if has_analytic else None
+    sparsity = getattr(module, "jacobian_sparsity", None) if wrt == "input" else None
     native = bool(getattr(module, "accepts_batch", False))
 
     if wrt == "input":
@@ -211,6 +215,7 @@ def make_problem(
         module=module,
         input=inp.detach(),
         batch=batch,
+        sparsity=sparsity,
     )
 
 

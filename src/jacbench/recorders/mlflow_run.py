@@ -147,6 +147,11 @@ def log_result(
         "strategy_kind": result.strategy_kind,
         "config_hash": result.config_hash,
         **({"chosen_strategy": result.chosen_strategy} if result.chosen_strategy else {}),
+        **{
+            name: str(getattr(result, name))
+            for name in ("n_colors", "pattern_density")
+            if getattr(result, name) is not None
+        },
         **_flatten("model", model_options),
         **_flatten("strategy", strategy_options),
     }

@@ -39,7 +39,7 @@ def steps(x: torch.Tensor, eps: float) -> torch.Tensor:
     return (x + h) - x
 
 
-def _step_size(problem: Problem, opts: FdOptions, central: bool) -> float:
+def step_size(problem: Problem, opts: FdOptions, central: bool) -> float:
     """The relative step to use, refused where the dtype cannot represent x + h."""
     eps = opts.eps if opts.eps is not None else default_eps(problem.dtype, central)
     vanished = int((steps(problem.x, eps) == 0).sum())
@@ -52,7 +52,7 @@ def _step_size(problem: Problem, opts: FdOptions, central: bool) -> float:
 
 
 def _prepare(problem: Problem, opts: FdOptions, central: bool):
-    eps = _step_size(problem, opts, central)
+    eps = step_size(problem, opts, central)
     B, N, M = problem.batch, problem.n_in, problem.n_out
     chunk = max(1, CHUNK_ELEMENTS // (B * N * (2 if central else 1)))
 
@@ -92,7 +92,7 @@ def fd_forward(problem: Problem, opts: FdOptions):
 def fd_forward_loop(problem: Problem, opts: FdOptions):
     """Forward differences one input at a time, a forward pass each: the hand-written loop
     that seed 004's thread compares autograd with."""
-    eps = _step_size(problem, opts, central=False)
+    eps = step_size(problem, opts, central=False)
     f = problem.f
 
     def jac(x: torch.Tensor) -> torch.Tensor:

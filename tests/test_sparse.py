@@ -1,0 +1,147 @@
+"""Sparse strategies: the pattern (declared or detected), its colouring, and the Jacobian
+rebuilt from a few compressed passes, against dense references."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+from mlflow.tracking import MlflowClient
+
+import jacbench
+from conftest import QUICK
+from jacbench import sparsity
+from jacbench.models.pde import Burgers1D
+from jacbench.numerics import compare
+from jacbench.problem import build_problem, make_problem, reference_jacobian
+from jacbench.registry import load_registry
+from jacbench.strategy import Kind
+
+CPU = torch.device("cpu")
+REGISTRY = load_registry()
+SPARSE = ["sparse_jacfwd", "sparse_jacrev", "sparse_fd"]
+TOLERANCE = {Kind.EXACT: 1e-12, Kind.APPROXIMATE: 1e-6}
+PER_SAMPLE = {"_target_": "jacbench.models.mlp.PerSampleMLP", "samples": 4, "n_in": 3}
+BURGERS = {"_target_": "jacbench.models.pde.Burgers1D", "n": 30}
+
+
+def rel_err(jac: torch.Tensor, reference: torch.Tensor) -> float:
+    return float(torch.linalg.norm(jac.double() - reference) / torch.linalg.norm(reference))
+
+
+def dense_jacobian(problem, x: torch.Tensor) -> torch.Tensor:
+    jac = torch.func.jacrev(problem.f)
+    return torch.func.vmap(jac)(x) if problem.batch > 1 else jac(x)
+
+
+@pytest.mark.parametrize("pattern", ["auto", "detect"])
+@pytest.mark.parametrize("name", SPARSE)
+def test_tridiagonal_burgers_takes_three_colours_and_is_right_at_two_points(name, pattern):
+    problem = build_problem(BURGERS, torch.float64, CPU, seed=0)
+    prep = REGISTRY.prepare(name, problem, pattern=pattern)
+    assert prep.info.n_colors == 3
+    assert prep.info.pattern_density == pytest.approx((3 * 30 - 2) / 30**2)
+    for x in (problem.x, problem.x + 0.3 * torch.randn_like(problem.x)):
+        expected = dense_jacobian(problem, x)
+        assert rel_err(prep(x), expected) < TOLERANCE[REGISTRY.get(name).kind]
+
+
+@pytest.mark.parametrize("name", SPARSE)
+def test_block_diagonal_pattern_is_detected_and_coloured_per_block(name):
+    problem = build_problem(PER_SAMPLE, torch.float64, CPU, seed=0)
+    prep = REGISTRY.prepare(name, problem)
+    blocks = torch.block_diag(*[torch.ones(2, 3)] * 4)
+    assert prep.info.pattern_density == pytest.approx(float(blocks.mean()))
+    assert prep.info.n_colors == (2 if name == "sparse_jacrev" else 3)  # one block's width
+    reference, _ = reference_jacobian(problem)
+    assert rel_err(prep(problem.x), reference) < TOLERANCE[REGISTRY.get(name).kind]
+
+
+@pytest.mark.parametrize("name", SPARSE)
+def test_batches_of_points_get_per_sample_jacobians(name):
+    problem = build_problem({**BURGERS, "batch": 3}, torch.float64, CPU, seed=0)
+    jac = REGISTRY.prepare(name, problem)(problem.x)
+    assert jac.shape == (3, 30, 30)
+    assert rel_err(jac, dense_jacobian(problem, problem.x)) < TOLERANCE[REGISTRY.get(name).kind]
+
+
+def test_detection_keeps_a_dependency_whose_derivative_is_zero_at_the_point():
+    # d(x0 * x1)/dx0 = x1 = 0 here: a pattern from values would drop it, NaN tangents do not
+    f = lambda v: torch.stack([v[0] * v[1], v[2].sin()])  # noqa: E731
+    x = torch.tensor([2.0, 0.0, 1.0], dtype=torch.float64)
+    pattern = sparsity.detect(f, [x], n_out=2)
+    assert pattern.to_dense().tolist() == [[True, True, False], [False, False, True]]
+
+
+class WronglyDeclared(torch.nn.Module):
+    """Burgers declaring a diagonal pattern: the off-diagonal entries are missed."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.burgers = Burgers1D(n=12)
+        self.input_shape = (12,)
+
+    def forward(self, u: torch.Tensor) -> torch.Tensor:
+        return self.burgers(u)
+
+    def jacobian_sparsity(self) -> torch.Tensor:
+        return torch.eye(12)
+
+
+@pytest.mark.parametrize("name", SPARSE)
+def test_a_wrong_declared_pattern_is_a_wrong_answer_not_a_hidden_one(name):
+    problem = make_problem(
+        "wrong", WronglyDeclared().double(), torch.rand(12).double(), "input", False
+    )
+    reference, _ = reference_jacobian(problem)
+    kind = REGISTRY.get(name).kind
+    declared = compare(REGISTRY.prepare(name, problem)(problem.x), reference, torch.float64, kind)
+    assert not declared.within_tol and declared.rel_err > 0.1
+    detected = REGISTRY.prepare(name, problem, pattern="detect")(problem.x)
+    assert compare(detected, reference, torch.float64, kind).within_tol
+
+
+def test_column_colouring_of_a_dense_pattern_is_one_colour_per_column():
+    pattern = sparsity.from_tensor(torch.ones(3, 4), (3, 4))
+    assert sparsity.color_columns(pattern).tolist() == [0, 1, 2, 3]
+    assert sparsity.color_rows(pattern).tolist() == [0, 1, 2]
+
+
+def test_colours_never_share_a_row():
+    mask = torch.rand(40, 30, generator=torch.Generator().manual_seed(0)) < 0.1
+    pattern = sparsity.from_tensor(mask, (40, 30))
+    colors = sparsity.color_columns(pattern)
+    for c in colors.unique():
+        assert (mask[:, colors == c].sum(1) <= 1).all()
+
+
+def test_library_returns_a_csr_matrix_on_request():
+    burgers = Burgers1D(n=20).double()
+    x = torch.rand(20, dtype=torch.float64)
+    prep = jacbench.prepare(burgers, x, "sparse_jacfwd", output="csr")
+    jac = prep(x)
+    assert jac.layout == torch.sparse_csr and jac.values().numel() == 3 * 20 - 2
+    assert torch.allclose(jac.to_dense(), burgers.analytic_jacobian(x), rtol=1e-13)
+
+
+@pytest.mark.parametrize(
+    ("options", "match"),
+    [
+        ({"pattern": "guess"}, "pattern must be one of auto, detect"),
+        ({"output": "coo"}, "output must be one of dense, csr"),
+        ({"detect_points": 0}, "detect_points must be a positive integer"),
+    ],
+)
+def test_bad_options_get_one_clear_line(options, match):
+    with pytest.raises(ValueError, match=match):
+        REGISTRY.get("sparse_jacfwd").make_options(options)
+
+
+def test_colours_and_density_reach_parquet_and_mlflow(cli):
+    proc = cli("strategy=sparse_jacfwd", "model=burgers", *QUICK)
+    assert proc.returncode == 0, proc.stderr
+    row = cli.results().iloc[0]
+    assert row["n_colors"] == 3 and 0 < row["pattern_density"] < 0.05
+    assert bool(row["within_tol"]) and "3 colours" in proc.stdout
+    client = MlflowClient(tracking_uri=f"sqlite:///{cli.folder / 'mlflow.db'}")
+    params = client.get_run(row["mlflow_run_id"]).data.params
+    assert params["n_colors"] == "3" and float(params["pattern_density"]) < 0.05
