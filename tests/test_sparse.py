@@ -136,6 +136,7 @@ def test_bad_options_get_one_clear_line(options, match):
         REGISTRY.get("sparse_jacfwd").make_options(options)
 
 
+@pytest.mark.slow
 def test_colours_and_density_reach_parquet_and_mlflow(cli):
     proc = cli("strategy=sparse_jacfwd", "model=burgers", *QUICK)
     assert proc.returncode == 0, proc.stderr
