@@ -77,7 +77,7 @@ def test_cfg_job_introspection_works(cli):
         (["strategy=nosuch"], ["Could not find 'strategy/nosuch'", "jacrev", "fd_central"]),
         (["dtype=float33"], ["Could not find 'dtype/float33'", "float64", "bfloat16"]),
         (["model=nosuch"], ["Could not find 'model/nosuch'", "mlp"]),
-        (["strategy=fd_central", "strategy.epss=1"], ["Key 'epss' not in"]),
+        (["strategy=fd_central", "strategy.epss=1"], ["valid keys of strategy: eps"]),
         (["timing.min_run_time=abc"], ["min_run_time"]),
     ],
     ids=["strategy", "dtype", "model", "option-typo", "option-type"],

@@ -171,10 +171,11 @@ def test_custom_models_are_named_after_their_target():
 @pytest.mark.parametrize(
     ("values", "match"),
     [
-        ({"input_shape": "abc"}, "input_shape must be positive integers"),
-        ({"input_shape": [2.5]}, "input_shape must be positive integers"),
-        ({"input_shape": [-3, -2]}, "input_shape must be positive integers"),
-        ({"batch": 0}, "batch must be positive integers"),
+        ({"input_shape": "abc"}, "model.input_shape must be a list of positive integers"),
+        ({"input_shape": [2.5]}, "model.input_shape must be a list of positive integers"),
+        ({"input_shape": [-3, -2]}, "model.input_shape must be a list of positive integers"),
+        ({"batch": 0}, "model.batch must be a positive integer"),
+        ({"batch": 2.5}, "model.batch must be a positive integer"),
         ({"wrt": "weights"}, "valid choices: input, params"),
     ],
 )

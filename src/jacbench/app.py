@@ -17,12 +17,14 @@ from rich.console import Console
 
 from jacbench.config import conf_dir, config_hash, register_configs
 from jacbench.display import make_console, print_result
+from jacbench.inputs import check_results_dir, refusing
 from jacbench.recorders.mlflow_run import Tracking, log_result
 from jacbench.recorders.parquet import find_done_result, write_result
 from jacbench.registry import load_registry
 from jacbench.result import Result
 from jacbench.runner import execute
 from jacbench.sweep import SweepState, close_open_sweep, current_sweep, job_record
+from jacbench.usage import reported
 
 log = logging.getLogger("jacbench")
 REGISTRY = load_registry()
@@ -106,6 +108,8 @@ def run(cfg: DictConfig) -> None:
             raise RuntimeError("sweep state not found: was the jacbench sweep callback removed?")
         run_in_sweep(cfg, sweep, launch_dir, console)
         return
+    with refusing():
+        check_results_dir(cfg.results_dir)
     result, _ = record(execute(cfg, REGISTRY), cfg, launch_dir, console)
     print_result(result, console)
     if not result.ok:
@@ -113,13 +117,21 @@ def run(cfg: DictConfig) -> None:
         raise SystemExit(1)
 
 
+INTERRUPTED = (
+    "the job in progress was not recorded, jobs recorded before it are kept "
+    "(run the same sweep again to resume)"
+)
+
+
 def main() -> None:
     """Run, then close any sweep this process opened: also when a job crashed and Hydra
-    skipped its end-of-sweep callback. A sweep exits 1 when any job failed."""
-    try:
-        run()
-    finally:
-        exit_code = close_open_sweep()
+    skipped its end-of-sweep callback. A sweep exits 1 when any job failed. Bad input and
+    Ctrl-C end in one line, never a traceback."""
+    with reported(INTERRUPTED):
+        try:
+            run()
+        finally:
+            exit_code = close_open_sweep()
     if exit_code:
         raise SystemExit(exit_code)
 

@@ -165,6 +165,8 @@ def make_job(cfg: DictConfig, registry: Registry) -> JobSpec:
     spec = registry.get(strategy_cfg.pop("name"))
     try:
         options = spec.make_options(strategy_cfg)
+    except ConfigError:
+        raise  # already names the strategy
     except (TypeError, ValueError) as exc:
         raise ConfigError(f"strategy {spec.name!r}: {exc}") from exc
     return JobSpec(

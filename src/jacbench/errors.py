@@ -15,3 +15,9 @@ class StrategySkip(Exception):
 
 class PointMismatch(ValueError):
     """A prepared Jacobian was called at a point unlike the one it was prepared for."""
+
+
+class LaunchRefused(BaseException):
+    """A bad launch input found inside a Hydra callback. Hydra turns a callback's Exception
+    into a warning and carries on, so the refusal is a BaseException; its ``__cause__`` is
+    the ConfigError to show."""

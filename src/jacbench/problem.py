@@ -20,6 +20,7 @@ import torch
 from torch import nn
 
 from jacbench.errors import ConfigError
+from jacbench.model_checks import check_batched, check_output
 from jacbench.params import FlatParams
 
 WRT_CHOICES = ("input", "params")
@@ -47,24 +48,32 @@ class ModelKeys:
         name = values.get("name") or target.rsplit(".", 1)[-1]
         shape = values.get("input_shape")
         if shape is not None:
-            shape = _positive_ints(f"model {name!r}: input_shape", shape)
+            shape = _positive_ints(f"model {name!r}: model.input_shape", shape)
         wrt = str(values.get("wrt", "input"))
         if wrt not in WRT_CHOICES:
             raise ConfigError(
                 f"model {name!r}: unknown wrt {wrt!r}; valid choices: {', '.join(WRT_CHOICES)}"
             )
-        (batch,) = _positive_ints(f"model {name!r}: batch", [values.get("batch", 1)])
+        batch = values.get("batch", 1)
+        if not _positive_int(batch):
+            raise ConfigError(
+                f"model {name!r}: model.batch must be a positive integer (1: one point, "
+                f"B > 1: B independent points), got {batch!r}"
+            )
         return cls(str(name), wrt, shape, batch), rest
+
+
+def _positive_int(value: Any) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool) and value > 0
 
 
 def _positive_ints(what: str, values: Any) -> tuple[int, ...]:
     """``values`` as a tuple of positive ints, or one clear ConfigError."""
     items = list(values) if isinstance(values, (list, tuple)) else None
-    ok = items is not None and all(
-        isinstance(v, int) and not isinstance(v, bool) and v > 0 for v in items
-    )
-    if not ok or not items:
-        raise ConfigError(f"{what} must be positive integers (e.g. [8] or [3, 4]), got {values!r}")
+    if not items or not all(_positive_int(v) for v in items):
+        raise ConfigError(
+            f"{what} must be a list of positive integers (e.g. [8] or [3, 4]), got {values!r}"
+        )
     return tuple(items)
 
 
@@ -178,10 +187,17 @@ def make_problem(
         def f(v: torch.Tensor) -> torch.Tensor:
             return module(v.reshape(sample_shape)).reshape(-1)
 
+        def forward_many(v: torch.Tensor) -> torch.Tensor:
+            return module(v.reshape(v.shape[0], *sample_shape))
+
         def f_native(v: torch.Tensor) -> torch.Tensor:
-            return module(v.reshape(v.shape[0], *sample_shape)).reshape(v.shape[0], -1)
+            return forward_many(v).reshape(v.shape[0], -1)
 
         x = inp.detach().reshape(batch, -1) if batch > 1 else inp.detach().reshape(-1)
+        with torch.no_grad():
+            check_output(name, module(x.reshape(batch, -1)[0].reshape(sample_shape)))
+        if native:
+            check_batched(name, forward_many, f, x.reshape(batch, -1))
         f_many = f_native if native else _loop(f)
     elif wrt == "params":
         if batch > 1:
@@ -195,6 +211,8 @@ def make_problem(
             return flat.call(theta, fixed_input).reshape(-1)
 
         x = flat.vector()
+        with torch.no_grad():
+            check_output(name, flat.call(x, fixed_input))
         f_many, native = _vmapped_or_loop(f, x)
         analytic_fn = None
     else:
@@ -252,7 +270,7 @@ def build_problem(
     shape = keys.input_shape or getattr(module, "input_shape", None)
     if shape is None:
         raise ConfigError(f"model {name!r} needs input_shape (e.g. model.input_shape=[8])")
-    shape = _positive_ints(f"model {name!r}: input_shape", shape)
+    shape = _positive_ints(f"model {name!r}: input_shape", shape)  # the module's attribute
     # jacbench owns this module: evaluation mode, and no graph kept to its parameters
     module = module.to(device=device, dtype=dtype).eval().requires_grad_(False)
     # The point is drawn in float64 and rounded once, so every dtype sees the same point.

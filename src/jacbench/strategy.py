@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING, Any
 import torch
 
 from jacbench.enums import Kind, Mode
-from jacbench.errors import StrategySkip
+from jacbench.errors import ConfigError, StrategySkip
 from jacbench.prepared import Declared, JacobianFn, Prepared, PrepInfo
 
 if TYPE_CHECKING:
@@ -59,9 +59,9 @@ class StrategySpec:
         known = {f.name for f in dataclasses.fields(self.options)}
         unknown = sorted(set(values) - known)
         if unknown:
-            raise ValueError(
-                f"strategy {self.name!r} has no option(s) {unknown}; "
-                f"valid options: {sorted(known) or 'none'}"
+            raise ConfigError(
+                f"strategy {self.name!r} has no option(s) {', '.join(unknown)}; "
+                f"valid options: {', '.join(sorted(known)) or 'none'}"
             )
         return self.options(**values)
 

@@ -10,7 +10,6 @@ state file in the sweep folder, which works for in-process, joblib and submitit 
 from __future__ import annotations
 
 import dataclasses
-import importlib
 import json
 import os
 from dataclasses import dataclass
@@ -29,6 +28,7 @@ from rich.text import Text
 
 from jacbench.display import make_console, summary_table
 from jacbench.enums import Status
+from jacbench.inputs import check_sweep, load_analysis, refusing
 from jacbench.recorders.mlflow_run import Tracking, finish_parent_run, start_parent_run
 from jacbench.recorders.parquet import read_files, write_atomic, write_table
 from jacbench.result import SCHEMA
@@ -92,6 +92,8 @@ _OPEN: SweepState | None = None  # the sweep opened by this (launching) process
 
 def open_sweep(config: DictConfig) -> SweepState:
     global _OPEN
+    with refusing():  # a bad input stops the sweep here, before any job or MLflow run
+        check_sweep(config)
     launch_dir = Path.cwd()
     overrides = list(config.hydra.overrides.task)
     sweep_dir = (launch_dir / str(config.hydra.sweep.dir)).resolve()
@@ -197,10 +199,9 @@ def close_sweep(state: SweepState) -> int:
 
 def answer_experiment(state: SweepState, rows: Any, console: Any) -> Path:
     """Run the experiment's analysis on the recorded rows; print and save its answer."""
-    module_name, _, function = str(state.analysis).partition(":")
     path = Path(state.sweep_dir) / "answer.md"
     try:
-        answer = getattr(importlib.import_module(module_name), function or "answer")(rows)
+        answer = load_analysis(str(state.analysis))(rows)
     except Exception as exc:
         answer = f"The analysis {state.analysis} could not answer: {type(exc).__name__}: {exc}"
     console.print(Panel(Text(answer), title="answer", expand=False))
@@ -209,8 +210,11 @@ def answer_experiment(state: SweepState, rows: Any, console: Any) -> Path:
 
 
 def close_open_sweep() -> int:
-    """Close the sweep this process opened, if any; returns its exit code."""
-    return close_sweep(_OPEN) if _OPEN is not None else 0
+    """Close the sweep this process opened, if any, and forget it (a later launch in the same
+    process starts afresh); returns its exit code."""
+    global _OPEN
+    state, _OPEN = _OPEN, None  # a later launch in this process starts afresh
+    return close_sweep(state) if state is not None else 0
 
 
 class SweepCallback(Callback):
@@ -220,7 +224,8 @@ class SweepCallback(Callback):
         open_sweep(config)
 
     def on_multirun_end(self, config: DictConfig, **kwargs: Any) -> None:
-        close_open_sweep()
+        if _OPEN is not None:  # closed here; jacbench's main then reads its exit code
+            close_sweep(_OPEN)
 
 
 def job_record(num: int, result_file: Path, status: str, resumed: bool) -> dict[str, Any]:

@@ -32,6 +32,12 @@ def main(argv: list[str] | None = None) -> int:
     for folder in folders:
         if not folder.is_dir():
             parser.error(f"{folder} is not a folder of jacbench results")
+    if args.out.exists() and not args.out.is_dir():
+        parser.error(f"--out {args.out} is a file; give a folder (created if missing)")
+    try:
+        args.out.mkdir(parents=True, exist_ok=True)
+    except OSError as exc:
+        parser.error(f"--out {args.out}: cannot create the folder ({exc.strerror})")
     if args.compare:
         path, text = compare_report(*args.compare, args.out)
         print(text)

@@ -1,0 +1,71 @@
+"""Checks of the inputs that concern a whole launch (where results go, the launcher, the
+experiment's analysis), made before anything is measured so that a bad one costs nothing."""
+
+from __future__ import annotations
+
+import contextlib
+import importlib
+from collections.abc import Callable, Iterator
+from typing import Any
+
+from jacbench.errors import ConfigError, LaunchRefused
+
+EXAMPLE_ANALYSIS = "jacbench.experiments.seed001:answer"
+
+
+def check_results_dir(value: object) -> None:
+    """An empty ``results_dir=`` would scatter parquet files into the launch folder."""
+    if value is None or not str(value).strip():
+        raise ConfigError(
+            f"results_dir={value or ''!s} is empty; give a folder for the parquet files "
+            "(default: results; relative paths are under the launch folder)"
+        )
+
+
+def check_launcher(launcher: Any) -> None:
+    """Settings the launcher would reject only after the sweep has started."""
+    target = str(launcher.get("_target_", "")) if launcher is not None else ""
+    n_jobs = launcher.get("n_jobs") if "joblib" in target.lower() else None
+    if n_jobs is not None and (not isinstance(n_jobs, int) or n_jobs == 0):
+        raise ConfigError(
+            f"hydra.launcher.n_jobs={n_jobs} is not a number of worker processes; use a "
+            "positive number, or -1 for one per core"
+        )
+
+
+def load_analysis(spec: str) -> Callable[..., str]:
+    """The experiment's ``module:function`` (function defaults to ``answer``), imported."""
+    module_name, _, function = spec.partition(":")
+    usage = f"analysis must be 'module:function', e.g. analysis={EXAMPLE_ANALYSIS}"
+    try:
+        module = importlib.import_module(module_name)
+    except Exception as exc:
+        raise ConfigError(
+            f"analysis={spec}: cannot import module {module_name!r} "
+            f"({type(exc).__name__}: {exc}); {usage}"
+        ) from None
+    fn = getattr(module, function or "answer", None)
+    if not callable(fn):
+        raise ConfigError(
+            f"analysis={spec}: module {module_name!r} has no function {function or 'answer'!r}; "
+            f"{usage}"
+        )
+    return fn
+
+
+def check_sweep(config: Any) -> None:
+    """Everything a sweep can check before its first job."""
+    check_results_dir(config.get("results_dir"))
+    check_launcher(config.hydra.get("launcher"))
+    if config.get("analysis"):
+        load_analysis(str(config.analysis))
+
+
+@contextlib.contextmanager
+def refusing() -> Iterator[None]:
+    """A ConfigError of the body stops the whole launch, with no job recorded (Hydra would
+    turn it into a warning inside a callback, or a traceback inside the task function)."""
+    try:
+        yield
+    except ConfigError as exc:
+        raise LaunchRefused(str(exc)) from exc

@@ -1,0 +1,185 @@
+"""Every bad input gets one line naming the input and what is valid, never a traceback:
+exit 1 for a single run (with a failed row where the job got that far), a refused launch
+before anything runs for sweep-wide inputs (issue 13). In process, through the app's main."""
+
+from __future__ import annotations
+
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from jacbench import app
+from jacbench.recorders.parquet import read_results
+from jacbench.report.__main__ import main as report_main
+
+FAST = ["timing=quick", "timing.memory=false", "mlflow.enabled=false"]
+
+
+@pytest.fixture
+def launch(tmp_path, monkeypatch, capsys):
+    """``python -m jacbench ARGS`` in process from a scratch folder: (exit code, the
+    ``jacbench:`` lines of stderr, everything printed)."""
+    monkeypatch.chdir(tmp_path)
+
+    def run(*args: str) -> tuple[int, list[str], str]:
+        monkeypatch.setattr(sys, "argv", ["jacbench", *args, *FAST])
+        try:
+            app.main()
+            code = 0
+        except SystemExit as exc:
+            code = exc.code if isinstance(exc.code, int) else 1
+        out = capsys.readouterr()
+        lines = [line for line in out.err.splitlines() if line.startswith("jacbench:")]
+        return code, lines, out.out + out.err
+
+    return run
+
+
+def broken_yaml(folder: Path) -> str:
+    (folder / "cdir" / "model").mkdir(parents=True)
+    (folder / "cdir" / "model" / "broken.yaml").write_text("_target_: x.Y\nn_in: [4\n")
+    return f"--config-dir={folder / 'cdir'}"
+
+
+CUSTOM = "model=custom"
+BEFORE_THE_JOB = {  # refused while composing or checking the config: no row
+    "unknown-strategy": (["strategy=nosuch"], ["Could not find 'strategy/nosuch'", "jacrev"]),
+    "unknown-dtype": (["dtype=float33"], ["Could not find 'dtype/float33'", "float64"]),
+    "option-typo": (
+        ["strategy=fd_central", "strategy.epss=1"],
+        ["unknown key 'strategy.epss'; valid keys of strategy: eps"],
+    ),
+    "timing-typo": (["timing.foo=1"], ["unknown key 'timing.foo'", "min_run_time, warmup"]),
+    "top-level-typo": (["resultsdir=x"], ["unknown key 'resultsdir'", "results_dir"]),
+    "model-key-typo": (["model.hiden=3"], ["unknown key 'model.hiden'", "+model.hiden="]),
+    "wrong-type": (["timing.threads=abc"], ["timing.threads: Value 'abc'"]),
+    "empty-results-dir": (["results_dir="], ["results_dir= is empty", "default: results"]),
+    "broken-yaml": (["model=broken"], ["not valid YAML", "broken.yaml, line 3"]),
+}
+IN_THE_JOB = {  # the job is recorded as failed, with the same line
+    "shape-abc": (["model.input_shape=abc"], "model.input_shape must be a list of positive"),
+    "shape-float": (["model.input_shape=[2.5]"], "got [2.5]"),
+    "shape-negative": (["model.input_shape=[-3,-2]"], "got [-3, -2]"),
+    "batch-zero": (["model.batch=0"], "model.batch must be a positive integer"),
+    "wrt": (["model.wrt=weights"], "unknown wrt 'weights'; valid choices: input, params"),
+    "appended-option": (
+        ["strategy=fd_central", "+strategy.epss=1"],
+        "strategy 'fd_central' has no option(s) epss; valid options: eps",
+    ),
+    "eps-zero": (["strategy=fd_central", "strategy.eps=0"], "eps must be a positive number"),
+    "threads-zero": (["timing.threads=0"], "timing.threads must be >= 1"),
+    "device": (["device.name=tpu"], "valid devices: cpu, cuda"),
+    "no-target": ([CUSTOM], "missing value(s) for model._target_"),
+    "int-output": (
+        [CUSTOM, "model._target_=bad_models.IntOutput", "strategy=fd_central"],
+        "forward returns a torch.int64 tensor; a Jacobian needs floating-point outputs",
+    ),
+    "float-output": (
+        [CUSTOM, "model._target_=bad_models.FloatOutput"],
+        "forward returns float, not a torch.Tensor",
+    ),
+    "collapsed-batch": (
+        [CUSTOM, "model._target_=bad_models.CollapsesBatch", "model.batch=3"],
+        "accepts_batch=True, but forward maps a batch of 3 inputs to shape (4,)",
+    ),
+    "mixed-batch": (
+        [CUSTOM, "model._target_=bad_models.MixesBatch"],
+        "differs from calling it on each input",
+    ),
+}
+SWEEP_WIDE = {  # refused before the first job of a sweep
+    "analysis": (["-m", "analysis=nosuch:fn"], ["analysis=nosuch:fn: cannot import", "module:"]),
+    "analysis-function": (
+        ["-m", "analysis=jacbench.experiments.seed001:nosuch"],
+        ["has no function 'nosuch'"],
+    ),
+    "n-jobs": (
+        ["-m", "hydra/launcher=joblib", "hydra.launcher.n_jobs=0"],
+        ["hydra.launcher.n_jobs=0", "-1 for one per core"],
+    ),
+    "sweep-results-dir": (["-m", "results_dir= "], ["results_dir= is empty"]),
+}
+
+
+def assert_one_clear_line(code: int, lines: list[str], printed: str, *expected: str) -> None:
+    assert code == 1, printed
+    assert len(lines) == 1, printed
+    for text in expected:
+        assert text in lines[0], lines[0]
+    assert "Traceback" not in printed and "Error executing job" not in printed
+
+
+@pytest.mark.parametrize("case", sorted(BEFORE_THE_JOB))
+def test_bad_config_is_one_line_before_the_job(launch, tmp_path, case):
+    args, expected = BEFORE_THE_JOB[case]
+    extra = [broken_yaml(tmp_path)] if case == "broken-yaml" else []
+    assert_one_clear_line(*launch(*extra, *args), *expected)
+    assert not list(tmp_path.rglob("*.parquet"))
+
+
+@pytest.mark.parametrize("case", sorted(IN_THE_JOB))
+def test_bad_value_in_the_job_is_one_line_and_a_failed_row(launch, tmp_path, case):
+    args, expected = IN_THE_JOB[case]
+    assert_one_clear_line(*launch(*args), "jacbench: failed: ", expected)
+    (row,) = read_results(tmp_path / "results").to_dict("records")
+    assert row["status"] == "failed" and expected in row["error_message"]
+    assert row["error_message"].count("strategy 'fd_central'") <= 1
+
+
+@pytest.mark.parametrize("case", sorted(SWEEP_WIDE))
+def test_bad_sweep_input_is_refused_before_any_job(launch, tmp_path, case):
+    args, expected = SWEEP_WIDE[case]
+    assert_one_clear_line(*launch(*args, "report=false"), *expected)
+    assert not (tmp_path / "results").exists()
+
+
+def test_a_bad_value_inside_a_sweep_is_a_failed_record_and_exit_1(launch, tmp_path):
+    code, lines, printed = launch("-m", "model.batch=0,2", "strategy=jacfwd", "report=false")
+    assert code == 1 and "Traceback" not in printed, printed
+    assert "model.batch must be a positive integer" in printed  # in the sweep's summary
+    rows = read_results(tmp_path / "results").set_index("batch")
+    assert set(rows["status"]) == {"ok", "failed"}
+
+
+@pytest.mark.parametrize(
+    ("args", "expected"),
+    [
+        (["--out", "afile"], "--out afile is a file; give a folder"),
+        (["--out", "afile/sub"], "--out afile/sub: cannot create the folder"),
+        (["nosuch"], "nosuch is not a folder of jacbench results"),
+    ],
+)
+def test_report_bad_paths_are_one_line(tmp_path, monkeypatch, capsys, args, expected):
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "results").mkdir()
+    (tmp_path / "afile").write_text("x")
+    with pytest.raises(SystemExit) as info:
+        report_main(["results", *args] if args[0].startswith("--") else args)
+    err = capsys.readouterr().err
+    assert info.value.code == 2 and "Traceback" not in err
+    (line,) = [line for line in err.splitlines() if "error:" in line]
+    assert line.startswith(f"python -m jacbench.report: error: {expected}")
+
+
+def test_ctrl_c_is_one_line_and_exit_130(tmp_path):
+    """A user's Ctrl-C (SIGINT to the process) while timing: no KeyboardInterrupt traceback."""
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "jacbench", "timing.min_run_time=60", "mlflow.enabled=false"],
+        cwd=tmp_path,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    deadline = time.monotonic() + 60
+    while not (tmp_path / "outputs").exists() and time.monotonic() < deadline:
+        time.sleep(0.2)
+    time.sleep(2)  # the job is now building the problem or timing
+    proc.send_signal(signal.SIGINT)
+    out, err = proc.communicate(timeout=60)
+    assert proc.returncode == 130, err
+    assert "Traceback" not in err and "KeyboardInterrupt" not in err
+    assert err.strip().splitlines()[-1].startswith("jacbench: interrupted (Ctrl-C)")
