@@ -146,3 +146,27 @@ def test_colours_and_density_reach_parquet_and_mlflow(cli):
     client = MlflowClient(tracking_uri=f"sqlite:///{cli.folder / 'mlflow.db'}")
     params = client.get_run(row["mlflow_run_id"]).data.params
     assert params["n_colors"] == "3" and float(params["pattern_density"]) < 0.05
+
+
+def test_auto_takes_the_sparse_rule_where_a_pattern_is_declared_and_dense_elsewhere():
+    burgers = build_problem(BURGERS, torch.float64, CPU, seed=0)
+    prep = REGISTRY.prepare("auto", burgers, calibrate=False, compile=False)
+    assert prep.info.chosen_strategy == "sparse_jacfwd" and prep.info.n_colors == 3
+    assert rel_err(prep(burgers.x), dense_jacobian(burgers, burgers.x)) < 1e-12
+    mlp = build_problem(PER_SAMPLE, torch.float64, CPU, seed=0)  # no declared pattern
+    assert REGISTRY.prepare("auto", mlp, calibrate=False, compile=False).info.chosen_strategy in (
+        "jacfwd",
+        "jacrev",
+    )
+
+
+def test_laplacian_pattern_is_the_five_point_stencil_and_its_jacobian_right():
+    problem = build_problem(
+        {"_target_": "jacbench.models.pde.Laplacian2D", "n": 5}, torch.float64, CPU, seed=0
+    )
+    prep = REGISTRY.prepare("sparse_jacrev", problem, pattern="detect")
+    assert prep.info.pattern_density == pytest.approx((5 * 25 - 4 * 5) / 25**2)
+    declared = sparsity.from_tensor(problem.sparsity(), (25, 25))
+    assert declared.nnz == 5 * 25 - 4 * 5
+    reference, kind = reference_jacobian(problem)
+    assert kind == "analytic" and rel_err(prep(problem.x), reference) < 1e-12

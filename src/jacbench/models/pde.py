@@ -83,6 +83,14 @@ class Laplacian2D(nn.Module):
         neighbours = p[..., :-2, 1:-1] + p[..., 2:, 1:-1] + p[..., 1:-1, :-2] + p[..., 1:-1, 2:]
         return (4 * u - neighbours) / self.h**2 - self.lam * torch.exp(u)
 
+    def analytic_jacobian(self, u: torch.Tensor) -> torch.Tensor:
+        """(4 I - adjacency) / h^2 - lam diag(exp(u)), dense (the reference)."""
+        rows, cols = self.jacobian_sparsity().coalesce().indices()
+        jac = torch.zeros(u.numel(), u.numel(), dtype=u.dtype, device=u.device)
+        jac[rows, cols] = -1.0 / self.h**2
+        jac.diagonal().copy_(4.0 / self.h**2 - self.lam * torch.exp(u.reshape(-1)))
+        return jac
+
     def jacobian_sparsity(self) -> torch.Tensor:
         """The 5-point stencil on the row-major flattened grid, as a sparse (n^2, n^2) tensor."""
         n = self.input_shape[0]

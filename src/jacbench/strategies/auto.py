@@ -2,7 +2,12 @@
 
 The rule: forward mode (jacfwd) when the Jacobian has at least as many rows as columns
 (M >= N: N forward passes beat M backward passes), reverse mode (jacrev) otherwise, compiled
-when ``compile`` is on. With ``calibrate`` on (the default) the candidates below are each
+when ``compile`` is on. Where the model declares its sparsity pattern (``jacobian_sparsity()``,
+so knowing it costs nothing) the same rule picks sparse_jacfwd / sparse_jacrev instead, with
+their ``compile`` option, and the eager sparse strategies join the calibration; patterns are
+never detected for auto (detection costs about as much as a dense Jacobian).
+
+With ``calibrate`` on (the default) the candidates below are each
 prepared and timed briefly, and the fastest is kept; the calibration's cost, compilation
 included, is part of first_call_s. The choice is recorded as ``chosen_strategy``.
 """
@@ -33,16 +38,22 @@ class AutoOptions:
             raise ValueError(f"calibration_time must be > 0, got {self.calibration_time}")
 
 
+SPARSE = ("sparse_jacfwd", "sparse_jacrev")
+
+
 def rule(problem: Problem, compile: bool) -> str:
-    """The strategy the shape alone suggests."""
-    name = "jacfwd" if problem.n_out >= problem.n_in else "jacrev"
+    """The strategy the shape (and a declared sparsity pattern) alone suggests."""
+    forward = problem.n_out >= problem.n_in
+    if problem.sparsity is not None:
+        return SPARSE[0] if forward else SPARSE[1]
+    name = "jacfwd" if forward else "jacrev"
     return f"{name}_compiled" if compile else name
 
 
-def _prepare_named(name: str, problem: Problem) -> Prepared:
+def _prepare_named(name: str, problem: Problem, **options: object) -> Prepared:
     from jacbench.registry import load_registry  # the registry is built by now
 
-    return load_registry().prepare(name, problem)
+    return load_registry().prepare(name, problem, **options)
 
 
 def _median_seconds(prep: Prepared, x: torch.Tensor, seconds: float) -> float:
@@ -52,28 +63,40 @@ def _median_seconds(prep: Prepared, x: torch.Tensor, seconds: float) -> float:
     return float(timer.blocked_autorange(min_run_time=seconds).median)
 
 
+def candidates(problem: Problem, compile: bool) -> list[tuple[str, dict]]:
+    """(strategy, options) to calibrate: the eager ones (sparse too where a pattern is
+    declared) and at most one compilation, of the strategy the rule picks."""
+    eager = [*EAGER, *(SPARSE if problem.sparsity is not None else ())]
+    out: list[tuple[str, dict]] = [(name, {}) for name in eager]
+    if compile:
+        preferred = rule(problem, compile=True)
+        out.append((preferred, {"compile": True} if preferred in SPARSE else {}))
+    return out
+
+
 def choose(problem: Problem, opts: AutoOptions) -> Prepared:
     """The prepared candidate to use: by the rule alone, or the fastest in calibration."""
-    preferred = rule(problem, opts.compile)
     if not opts.calibrate:
+        preferred = rule(problem, opts.compile)
+        options = {"compile": opts.compile} if preferred in SPARSE else {}
         try:
-            return _prepare_named(preferred, problem)
+            return _prepare_named(preferred, problem, **options)
         except StrategySkip:  # compilation unavailable: the same mode, eager
             return _prepare_named(rule(problem, compile=False), problem)
-    timings: dict[str, tuple[float, Prepared]] = {}
+    timings: dict[int, tuple[float, Prepared]] = {}
     # One compilation at most: the compiled form of the mode the shape rule picks (fewer
     # passes). Compiling both modes doubled auto's setup on seed004; whether auto still
     # keeps up with the best exact strategy is what scripts/bench_exact_vs_fd.py checks.
-    for name in (*EAGER, *((preferred,) if opts.compile else ())):
+    for k, (name, options) in enumerate(candidates(problem, opts.compile)):
         try:
-            prep = _prepare_named(name, problem)
+            prep = _prepare_named(name, problem, **options)
             prep(problem.x)
-            timings[name] = (_median_seconds(prep, problem.x, opts.calibration_time), prep)
+            timings[k] = (_median_seconds(prep, problem.x, opts.calibration_time), prep)
         except Exception:  # a candidate that cannot run here is simply not chosen
             continue
     if not timings:
         raise StrategySkip("auto: none of its candidates can compute this Jacobian")
-    best = min(timings, key=lambda n: timings[n][0])
+    best = min(timings, key=lambda k: timings[k][0])
     return timings[best][1]
 
 

@@ -36,20 +36,25 @@ def _raise_cache_limits() -> None:
         config.accumulated_cache_size_limit = max(config.accumulated_cache_size_limit, CACHE_LIMIT)
 
 
-def compiled_jacobian(problem: Problem, transform: Callable, mode: str):
-    """Compile ``transform(f)`` (vmapped over the samples of a batch) and run it once."""
+def compile_checked(fn: Callable, x: torch.Tensor, mode: str = "default") -> Callable:
+    """``torch.compile(fn)``, compiled now by a first call at ``x``; a failure is a skip."""
     if not hasattr(torch, "compile"):
         raise StrategySkip(f"torch {torch.__version__} has no torch.compile")
     _raise_cache_limits()
-    compiled = torch.compile(per_point(problem, transform(problem.f)), mode=mode)
+    compiled = torch.compile(fn, mode=mode)
     try:
         with warnings.catch_warnings():
             warnings.simplefilter("ignore", FutureWarning)  # inductor's own deprecations
-            compiled(problem.x)
+            compiled(x)
     except Exception as exc:
         reason = " ".join(str(exc).split())[:300]
         raise StrategySkip(f"torch.compile failed here: {type(exc).__name__}: {reason}") from exc
     return compiled
+
+
+def compiled_jacobian(problem: Problem, transform: Callable, mode: str):
+    """Compile ``transform(f)`` (vmapped over the samples of a batch) and run it once."""
+    return compile_checked(per_point(problem, transform(problem.f)), problem.x, mode)
 
 
 @strategy(Kind.EXACT, Mode.FORWARD, options=CompileOptions, batch=True)
