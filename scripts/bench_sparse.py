@@ -14,6 +14,9 @@ n=4096:
 
     dense/sparse >= 300, sparse/f(colours) <= 3, error level of the dense exact strategies
 
+and what `auto` (defaults: calibration, compile) chooses on burgers n=4096 and on the
+default MLP (a sparse strategy, a dense one).
+
 Usage: python scripts/bench_sparse.py [--rounds 3] [--min-run-time 0.05] [--sizes 1024,4096]
 """
 
@@ -122,11 +125,28 @@ def run_problem(label: str, cfg: dict, rounds: int, min_run_time: float) -> dict
     }
 
 
+def auto_choices() -> None:
+    """What auto chooses where a pattern is declared (burgers) and where none is (mlp)."""
+    registry = load_registry()
+    for label, cfg in {
+        "burgers n=4096": {"_target_": "jacbench.models.pde.Burgers1D", "n": 4096},
+        "mlp 32 -> 48": {"_target_": "jacbench.models.mlp.MLP"},
+    }.items():
+        problem = build_problem(cfg, torch.float32, CPU, seed=0)
+        start = time.perf_counter()
+        info = registry.prepare("auto", problem).info
+        print(
+            f"auto on {label}: chose {info.chosen_strategy} (n_colors={info.n_colors}), "
+            f"prepare {time.perf_counter() - start:.1f} s"
+        )
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--rounds", type=int, default=3)
     parser.add_argument("--min-run-time", type=float, default=0.05)
     parser.add_argument("--sizes", default="1024,4096,16384", help="burgers sizes, comma-separated")
+    parser.add_argument("--no-auto", action="store_true", help="skip what auto chooses")
     args = parser.parse_args()
     torch.set_num_threads(1)
     warnings.simplefilter("ignore")  # inductor's FutureWarnings, CSR's beta notice
@@ -142,6 +162,8 @@ def main() -> None:
     if "burgers n=4096" in summary:
         print("targets on burgers n=4096: dense/sparse >= 300, sparse/f(colours) <= 3, ")
         print("sparse_err at the level of dense_err, dense_peak/sparse_peak >> 1")
+    if not args.no_auto:
+        auto_choices()
 
 
 if __name__ == "__main__":

@@ -12,6 +12,7 @@ import pandas as pd
 import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
+import torch
 
 from conftest import QUICK, clean_env, make_result, mlflow_runs
 from jacbench.recorders.parquet import read_results, write_result
@@ -241,3 +242,25 @@ def test_report_cli_refuses_a_missing_folder(tmp_path: Path):
         text=True,
     )
     assert proc.returncode == 2 and "is not a folder of jacbench results" in proc.stderr
+
+
+def test_sparse_rows_get_a_spy_plot_and_their_colour_count(tmp_path: Path):
+    tridiagonal = (torch.ones(5, 5).triu(-1).tril(1) * 2.0).reshape(-1).tolist()
+    sparse = job(
+        "sparse_jacfwd",
+        1e-5,
+        model="burgers",
+        n_in=5,
+        n_out=5,
+        n_colors=3,
+        pattern_density=13 / 25,
+        jacobian=tridiagonal,
+    )
+    rows, _ = normalise(frame(sparse, job("jacfwd", 3e-5, model="burgers", n_in=5, n_out=5)))
+    figure = plots.all_plots(rows, problems(rows))["sparsity_pattern"]
+    assert "burgers: 3 colours (sparse_jacfwd)" in figure.axes[0].get_title()
+    spied = figure.axes[0].get_images()[0].get_array()
+    assert spied.astype(bool).tolist() == (torch.tensor(tridiagonal).reshape(5, 5) != 0).tolist()
+    write_report(rows, tmp_path)
+    markdown = (tmp_path / "report.md").read_text()
+    assert "sparse_jacfwd (3 colours)" in markdown and "sparsity_pattern.png" in markdown

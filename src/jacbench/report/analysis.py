@@ -37,9 +37,10 @@ def problem_lines(rows: pd.DataFrame) -> list[list[str]]:
     lines = []
     for _, r in ok.iterrows():
         speedup = base / r["time_median_s"] if base and r["time_median_s"] > 0 else None
+        colours = f" ({int(r['n_colors'])} colours)" if pd.notna(r["n_colors"]) else ""
         lines.append(
             [
-                r["label"],
+                r["label"] + colours,
                 str(r["strategy_kind"]),
                 str(r["strategy_mode"] or "-"),
                 "ok",

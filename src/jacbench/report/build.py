@@ -18,6 +18,7 @@ CAPTIONS = {
     "speed_vs_accuracy": "Speed against accuracy, one point per job",
     "fd_error_vs_eps": "Finite-difference error against the step eps",
     "time_vs_shape": "Best forward- and reverse-mode time against N/M",
+    "sparsity_pattern": "Nonzeros of a Jacobian computed by a sparse strategy, with its colours",
 }
 
 

@@ -10,6 +10,7 @@ import matplotlib
 matplotlib.use("Agg")
 
 import matplotlib.pyplot as plt  # noqa: E402
+import numpy as np  # noqa: E402
 import pandas as pd  # noqa: E402
 from matplotlib.figure import Figure  # noqa: E402
 
@@ -155,6 +156,28 @@ def time_vs_shape(problems: list[tuple[str, pd.DataFrame]]) -> Figure | None:
     return _loglog(fig, ax, "N / M (inputs per output)", "best median seconds", fontsize=8)
 
 
+def sparsity_pattern(rows: pd.DataFrame) -> Figure | None:
+    """Spy plot of one stored Jacobian per model where a sparse strategy ran, titled with
+    its colour count and density (only Jacobians small enough to be stored)."""
+    ok = latest_ok(rows)
+    has_jacobian = ok["jacobian"].map(lambda j: isinstance(j, (list, np.ndarray)) and len(j) > 0)
+    stored = ok[ok["n_colors"].notna() & has_jacobian]
+    if stored.empty:
+        return None
+    first = stored.sort_values("n_colors").drop_duplicates("model")
+    fig, axes = plt.subplots(1, len(first), figsize=(4 * len(first), 4.4), squeeze=False)
+    for ax, (_, r) in zip(axes[0], first.iterrows(), strict=True):
+        jac = np.asarray(r["jacobian"], dtype=float).reshape(-1, int(r["n_out"]), int(r["n_in"]))
+        ax.spy(jac[0])  # an image of the nonzeros
+        ax.set_title(
+            f"{r['model']}: {int(r['n_colors'])} colours ({r['strategy']})\n"
+            f"density {float(r['pattern_density']):.2%}, {jac.shape[1]} x {jac.shape[2]}",
+            fontsize=9,
+        )
+    fig.tight_layout()
+    return fig
+
+
 def all_plots(rows: pd.DataFrame, problems: list[tuple[str, pd.DataFrame]]) -> dict[str, Figure]:
     figures = {
         "time_per_strategy": time_per_strategy(problems),
@@ -162,5 +185,6 @@ def all_plots(rows: pd.DataFrame, problems: list[tuple[str, pd.DataFrame]]) -> d
         "speed_vs_accuracy": speed_vs_accuracy(rows),
         "fd_error_vs_eps": fd_error_vs_eps(rows),
         "time_vs_shape": time_vs_shape(problems),
+        "sparsity_pattern": sparsity_pattern(rows),
     }
     return {name: fig for name, fig in figures.items() if fig is not None}
