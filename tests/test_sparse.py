@@ -5,15 +5,18 @@ from __future__ import annotations
 
 import pytest
 import torch
+from hydra import compose, initialize_config_dir
 from mlflow.tracking import MlflowClient
 
 import jacbench
 from conftest import QUICK
 from jacbench import sparsity
+from jacbench.config import conf_dir, register_configs
 from jacbench.models.pde import Burgers1D
 from jacbench.numerics import compare
 from jacbench.problem import build_problem, make_problem, reference_jacobian
 from jacbench.registry import load_registry
+from jacbench.runner import execute
 from jacbench.strategy import Kind
 
 CPU = torch.device("cpu")
@@ -170,3 +173,15 @@ def test_laplacian_pattern_is_the_five_point_stencil_and_its_jacobian_right():
     assert declared.nnz == 5 * 25 - 4 * 5
     reference, kind = reference_jacobian(problem)
     assert kind == "analytic" and rel_err(prep(problem.x), reference) < 1e-12
+
+
+def test_a_csr_result_is_timed_as_it_is_and_judged_against_the_dense_reference():
+    registry = load_registry()
+    register_configs(registry)
+    overrides = ["strategy=sparse_jacfwd", "strategy.output=csr", "model=burgers", "timing=quick"]
+    with initialize_config_dir(str(conf_dir()), version_base="1.3"):
+        cfg = compose("config", overrides=[*overrides, "timing.memory=false"])
+    result = execute(cfg, registry)
+    assert result.status == "ok", result.error_message
+    assert result.within_tol and result.n_colors == 3 and result.time_median_s > 0
+    assert len(result.jacobian) == 64 * 64  # stored dense, as every strategy's
