@@ -189,3 +189,16 @@ def test_auto_calibration_keeps_the_fastest_candidate(monkeypatch):
     )
     choice = auto_module.choose(problem, auto_module.AutoOptions(compile=False))
     assert choice.strategy == "jacrev"
+
+
+def test_auto_keeps_pytorchs_default_where_it_is_fastest(monkeypatch):
+    import jacbench.strategies.auto as auto_module
+
+    problem = build_problem(MLP, torch.float32, CPU, seed=0)
+    fake_times = {"jacfwd": 3.0, "jacrev": 2.0, "grads_batched": 2.0, "autograd_loop": 1.5}
+    fake_times["functional"] = 1.0
+    monkeypatch.setattr(
+        auto_module, "_median_seconds", lambda prep, x, s: fake_times[prep.strategy]
+    )
+    choice = auto_module.choose(problem, auto_module.AutoOptions(compile=False))
+    assert choice.strategy == "functional"

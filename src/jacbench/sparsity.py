@@ -16,7 +16,7 @@ several points (the first one the problem's own, the others perturbed by 10% of 
 a model built of such ops should declare its pattern. A pattern that still misses an entry
 shows up as a wrong answer against the reference, never as a hidden one. Cost: ``n_points``
 times N JVPs (about ``n_points`` dense jacfwd calls), vmapped in chunks of at most
-``CHUNK_ELEMENTS`` output numbers, so memory stays O(chunk), never the dense Jacobian.
+``CHUNK_ELEMENTS`` tangent or output numbers: memory O(chunk), never the dense Jacobian.
 """
 
 from __future__ import annotations
@@ -27,7 +27,7 @@ from dataclasses import dataclass
 import numpy as np
 import torch
 
-# Outputs of at most this many numbers per vmapped detection chunk.
+# Tangents and outputs of at most this many numbers per vmapped detection chunk.
 CHUNK_ELEMENTS = 1 << 20
 PERTURBATION = 0.1  # relative size of the extra detection points' offsets
 
@@ -104,7 +104,7 @@ def detect(
 ) -> Pattern:
     """The union over ``points`` of the entries reached by NaN tangents (module docstring)."""
     n_in = points[0].numel()
-    chunk = max(1, min(n_in, CHUNK_ELEMENTS // max(1, n_out)))
+    chunk = max(1, min(n_in, CHUNK_ELEMENTS // max(n_in, n_out)))  # tangents and outputs
     found: list[torch.Tensor] = []
 
     for x in points:
