@@ -8,7 +8,8 @@ import torch
 import yaml
 
 from jacbench.config import conf_dir
-from jacbench.problem import build_problem, reference_jacobian
+from jacbench.problem import build_problem
+from jacbench.reference import reference_jacobian
 from jacbench.registry import load_registry
 from jacbench.strategy import Kind, StrategySkip
 

@@ -14,7 +14,8 @@ from jacbench import sparsity
 from jacbench.config import conf_dir, register_configs
 from jacbench.models.pde import Burgers1D
 from jacbench.numerics import compare
-from jacbench.problem import build_problem, make_problem, reference_jacobian
+from jacbench.problem import build_problem, make_problem
+from jacbench.reference import reference_jacobian
 from jacbench.registry import load_registry
 from jacbench.runner import execute
 from jacbench.strategy import Kind

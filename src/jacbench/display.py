@@ -52,6 +52,19 @@ def _sparsity(result: Result) -> str:
     return f", {result.n_colors} colours, pattern density {cell(result.pattern_density, '.2%')}"
 
 
+def _reference(result: Result) -> str:
+    """How the reference was computed, and how far it agrees with an independent one."""
+    if not result.reference_method:
+        return "-"
+    spread = result.reference_uncertainty
+    text = result.reference_method
+    if spread is None:
+        return text + " (no second exact method ran: uncertainty unknown)"
+    text += f" (uncertainty {spread:.1e}"
+    below = result.rel_err is not None and result.rel_err <= spread
+    return text + (": the error is below what the reference resolves)" if below else ")")
+
+
 def result_table(result: Result) -> Table:
     """One job, one field per line: what was measured and how far it can be trusted."""
     table = Table(title=f"jacbench: {result.strategy} on {result.model}", show_header=False)
@@ -86,7 +99,7 @@ def result_table(result: Result) -> Table:
             f"{cell(result.rel_err, '.3e')}  (= {cell(result.err_eps, '.3g')} x machine eps)",
         ),
         ("within tol", _verdict(result)),
-        ("reference", result.reference_kind or "-"),
+        ("reference", _reference(result)),
         ("config_hash", result.config_hash),
         ("mlflow run", result.mlflow_run_id or "-"),
     ]

@@ -10,6 +10,25 @@ import torch
 from jacbench.errors import ConfigError
 
 
+def first_output(name: str, forward: Callable[[], object], dtype: torch.dtype) -> torch.Tensor:
+    """The model's output at the point, checked; a dtype clash (constants that do not follow
+    the job's dtype) becomes one line saying what to change."""
+    with torch.no_grad():
+        try:
+            out = forward()
+        except RuntimeError as exc:
+            text = " ".join(str(exc).split())
+            if "dtype" not in text and "Double" not in text and "Float" not in text:
+                raise
+            raise ConfigError(
+                f"model {name!r} cannot compute in {str(dtype).removeprefix('torch.')} "
+                f"({text[:160]}): tensors it keeps outside parameters and buffers (in a "
+                "closure or a global) keep their own dtype; register them as buffers of an "
+                "nn.Module, or create them with the input's dtype (x.dtype)"
+            ) from exc
+    return check_output(name, out)
+
+
 def check_output(name: str, out: object) -> torch.Tensor:
     """``out`` when it is a floating-point (or complex) tensor; else one clear ConfigError.
 

@@ -54,7 +54,19 @@ class ErrorMetrics:
     n_nonfinite: int
 
 
-def compare(jac: torch.Tensor, reference: torch.Tensor, dtype: torch.dtype, kind: Kind):
+def judged_tolerance(dtype: torch.dtype, kind: Kind, floor: float | None = None) -> float:
+    """The dtype's tolerance, never below ``floor`` (the reference's own uncertainty): a
+    verdict cannot claim more precision than the reference has."""
+    return max(tolerance(dtype, kind), floor or 0.0)
+
+
+def compare(
+    jac: torch.Tensor,
+    reference: torch.Tensor,
+    dtype: torch.dtype,
+    kind: Kind,
+    floor: float | None = None,
+) -> ErrorMetrics:
     """Error of ``jac`` against the float64 ``reference``, in absolute, relative and ULP-ish
     units. Non-finite entries make the verdict false and are counted."""
     if tuple(jac.shape) != tuple(reference.shape):
@@ -68,5 +80,5 @@ def compare(jac: torch.Tensor, reference: torch.Tensor, dtype: torch.dtype, kind
     diff_norm = float(torch.linalg.norm(diff))
     rel = diff_norm / ref_norm if ref_norm > 0 else diff_norm
     err_eps = rel / machine_eps(dtype)
-    within = n_nonfinite == 0 and rel <= tolerance(dtype, kind)
+    within = n_nonfinite == 0 and rel <= judged_tolerance(dtype, kind, floor)
     return ErrorMetrics(max_abs, rel, err_eps, within, n_nonfinite)

@@ -20,7 +20,7 @@ import torch
 from torch import nn
 
 from jacbench.errors import ConfigError
-from jacbench.model_checks import check_batched, check_output
+from jacbench.model_checks import check_batched, first_output
 from jacbench.params import FlatParams
 
 WRT_CHOICES = ("input", "params")
@@ -194,8 +194,8 @@ def make_problem(
             return forward_many(v).reshape(v.shape[0], -1)
 
         x = inp.detach().reshape(batch, -1) if batch > 1 else inp.detach().reshape(-1)
-        with torch.no_grad():
-            check_output(name, module(x.reshape(batch, -1)[0].reshape(sample_shape)))
+        point = x.reshape(batch, -1)[0].reshape(sample_shape)
+        first_output(name, lambda: module(point), x.dtype)
         if native:
             check_batched(name, forward_many, f, x.reshape(batch, -1))
         f_many = f_native if native else _loop(f)
@@ -211,8 +211,7 @@ def make_problem(
             return flat.call(theta, fixed_input).reshape(-1)
 
         x = flat.vector()
-        with torch.no_grad():
-            check_output(name, flat.call(x, fixed_input))
+        first_output(name, lambda: flat.call(x, fixed_input), x.dtype)
         f_many, native = _vmapped_or_loop(f, x)
         analytic_fn = None
     else:
@@ -277,24 +276,3 @@ def build_problem(
     inp = _sample_input(module, shape, seed, keys.batch).to(device=device, dtype=dtype)
     has_analytic = hasattr(module, "analytic_jacobian")
     return make_problem(name, module, inp, keys.wrt, has_analytic, keys.batch)
-
-
-def _one_reference(problem: Problem, x: torch.Tensor) -> torch.Tensor:
-    if problem.analytic is not None:
-        return problem.analytic(x)
-    try:
-        return torch.func.jacrev(problem.f)(x)
-    except Exception:  # some ops have no vmap rule: fall back to the plain row loop
-        return torch.autograd.functional.jacobian(problem.f, x)
-
-
-def reference_jacobian(problem: Problem) -> tuple[torch.Tensor, str]:
-    """The trusted Jacobian, on CPU in float64, and how it was obtained.
-
-    Analytic where the model provides a formula; else an exact AD Jacobian of a float64 copy
-    of the same function at the same rounded point. Never timed.
-    """
-    exact = problem.cast(torch.float64)
-    jacs = [_one_reference(exact, x) for x in exact.points]
-    jac = torch.stack(jacs).reshape(exact.jacobian_shape).detach().cpu()
-    return jac, "analytic" if exact.analytic is not None else "autograd_float64"

@@ -67,7 +67,13 @@ class Result:
     err_eps: float | None = None
     tolerance: float | None = None
     within_tol: bool | None = None
-    reference_kind: str = ""  # analytic or autograd_float64
+    # How the reference was computed: analytic (the model's formula), forward_float64 or
+    # reverse_float64 (exact AD in float64), never in the mode of the strategy under test
+    # where another method runs.
+    reference_method: str = ""
+    # Relative (Frobenius) disagreement of the reference with the next independent exact
+    # method in float64 (null where only one runs): the verdict's tolerance is never below it.
+    reference_uncertainty: float | None = None
     ref_norm: float | None = None  # Frobenius norm of the reference Jacobian (its scale)
     out_norm: float | None = None  # 2-norm of f(x), in float64 (the output's scale)
     # The computed Jacobian itself (row-major, as float64), for small ones only

@@ -23,10 +23,12 @@ from omegaconf import DictConfig
 from jacbench.config import JobSpec, config_hash, job_labels, make_job
 from jacbench.errors import ConfigError, StrategySkip
 from jacbench.measure import first_call, measure_memory, time_steady_state, torch_threads
-from jacbench.numerics import compare, tolerance
-from jacbench.problem import Problem, build_problem, reference_jacobian
+from jacbench.numerics import compare, judged_tolerance
+from jacbench.problem import Problem, build_problem
+from jacbench.reference import Reference, References
 from jacbench.registry import Registry
 from jacbench.result import Result, Status
+from jacbench.strategy import Mode
 
 
 @functools.cache
@@ -97,9 +99,9 @@ class ProblemShape:
 
 @dataclass(frozen=True)
 class ReferenceRecord:
-    reference_kind: str
+    reference_method: str
+    reference_uncertainty: float | None
     ref_norm: float
-    out_norm: float
 
 
 @dataclass(frozen=True)
@@ -171,35 +173,51 @@ def execute(cfg: DictConfig, registry: Registry, thread_cap: int | None = None) 
         return combine({**labels, **identity, "torch_version": torch.__version__}, [failed])
     if thread_cap is not None and job.timing.threads > thread_cap:
         job = dataclasses.replace(job, timing=dataclasses.replace(job.timing, threads=thread_cap))
-    return run_job(job, labels)
+    return run_job(job, labels, registry)
 
 
-def run_job(job: JobSpec, labels: dict[str, str]) -> Result:
+def run_job(job: JobSpec, labels: dict[str, str], registry: Registry | None = None) -> Result:
     records: list[Any] = []
     with torch_threads(job.timing.threads):
         try:
-            _measure(job, records)
+            _measure(job, records, registry)
             records.append(Outcome(Status.OK))
         except Exception as exc:
             records.append(Outcome(*classify(exc)))
     return combine({**labels, **provenance(job)}, records)
 
 
-def _reference(problem: Problem) -> tuple[torch.Tensor, ReferenceRecord]:
-    reference, kind = reference_jacobian(problem)
+@dataclass(frozen=True)
+class OutputRecord:
+    out_norm: float
+
+
+def _output(problem: Problem) -> OutputRecord:
     with torch.no_grad():
         outputs = problem.f_many(problem.points)
-    norms = float(torch.linalg.norm(reference)), float(torch.linalg.norm(outputs.double()))
-    return reference, ReferenceRecord(kind, *norms)
+    return OutputRecord(float(torch.linalg.norm(outputs.double())))
 
 
-def _measure(job: JobSpec, records: list[Any]) -> None:
+def _reference_record(reference: Reference) -> ReferenceRecord:
+    norm = float(torch.linalg.norm(reference.jacobian))
+    return ReferenceRecord(reference.method, reference.uncertainty, norm)
+
+
+def _mode(job: JobSpec, chosen: str, registry: Registry | None) -> Mode:
+    """The mode the answer was computed in: that of the strategy ``auto`` chose, if any."""
+    spec = registry.strategies.get(chosen) if registry is not None and chosen else None
+    return spec.mode if spec is not None else job.strategy.mode
+
+
+def _measure(job: JobSpec, records: list[Any], registry: Registry | None = None) -> None:
     """Run the stages in order, appending each one's record as soon as it exists (so a
     failure later keeps what was learned before it)."""
     problem = build_problem(job.model, job.dtype, job.device, job.seed)
     records.append(ProblemShape(problem.wrt, problem.n_in, problem.n_out, problem.batch))
-    reference, reference_record = _reference(problem)
-    records.append(reference_record)
+    records.append(_output(problem))
+    references = References(problem)
+    reference = references.for_mode(job.strategy.mode)
+    records.append(_reference_record(reference))
 
     started = time.perf_counter()
     first = first_call(lambda: job.strategy.prepare(problem, job.options), problem.x, job.device)
@@ -209,17 +227,16 @@ def _measure(job: JobSpec, records: list[Any]) -> None:
     )
     if first.value.requires_grad:
         raise RuntimeError("the strategy returned a Jacobian that requires grad (a live graph)")
+    if info.chosen_strategy:  # judge auto's answer by a method independent of its choice
+        reference = references.for_mode(_mode(job, info.chosen_strategy, registry))
+        records.append(_reference_record(reference))
     # A sparse result (sparse strategies' output=csr) is timed as it is, judged as dense.
     value = first.value if first.value.layout == torch.strided else first.value.to_dense()
-    errors = compare(value, reference, job.dtype, job.strategy.kind)
+    kind, floor = job.strategy.kind, reference.uncertainty
+    errors = compare(value, reference.jacobian, job.dtype, kind, floor)
+    tol = judged_tolerance(job.dtype, kind, floor)
     records.append(
-        Accuracy(
-            errors.max_abs_err,
-            errors.rel_err,
-            errors.err_eps,
-            tolerance(job.dtype, job.strategy.kind),
-            errors.within_tol,
-        )
+        Accuracy(errors.max_abs_err, errors.rel_err, errors.err_eps, tol, errors.within_tol)
     )
     if errors.n_nonfinite:
         n = value.numel()

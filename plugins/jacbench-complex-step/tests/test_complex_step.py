@@ -9,8 +9,9 @@ from pathlib import Path
 import pytest
 import torch
 
-from jacbench.problem import build_problem, reference_jacobian
+from jacbench.problem import build_problem
 from jacbench.recorders.parquet import read_results
+from jacbench.reference import reference_jacobian
 from jacbench.registry import load_registry
 from jacbench.strategy import StrategySkip
 

@@ -164,7 +164,7 @@ def log_result(
         "git_commit": result.git_commit,
         "mlflow.source.git.commit": result.git_commit,
         "memory_method": result.memory_method,
-        "reference_kind": result.reference_kind,
+        "reference_method": result.reference_method,
     }
     _log_and_close(tracking, run_id, metrics, params, tags, failed=result.status == Status.FAILED)
     return run_id

@@ -1,0 +1,105 @@
+"""The reference is independent of the strategy under test, knows its own uncertainty, and
+works for user functions whose constants live in a closure (issue 13)."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+from hydra import compose, initialize_config_dir
+
+from jacbench.config import conf_dir, register_configs
+from jacbench.enums import Kind, Mode
+from jacbench.numerics import compare
+from jacbench.problem import build_problem
+from jacbench.reference import ANALYTIC, FORWARD, REVERSE, References
+from jacbench.registry import load_registry
+from jacbench.runner import execute
+
+REGISTRY = load_registry()
+register_configs(REGISTRY)
+CPU = torch.device("cpu")
+CLOSURE = ["model=custom", "model._target_=user_models.closure_mlp", "model.input_shape=[5]"]
+
+
+def run(*overrides: str):
+    """One job through the composed config and the job function, in process."""
+    with initialize_config_dir(str(conf_dir()), version_base="1.3"):
+        cfg = compose("config", overrides=[*overrides, "timing=quick", "timing.memory=false"])
+    return execute(cfg, REGISTRY)
+
+
+def test_a_function_with_closure_constants_gets_a_float64_reference():
+    result = run(*CLOSURE, "strategy=jacrev", "dtype=float32")
+    assert result.ok, result.error_message
+    assert result.within_tol and result.reference_method == FORWARD
+    assert (result.n_in, result.n_out) == (5, 3)
+
+
+def test_closure_constants_that_cannot_follow_the_dtype_get_one_line_saying_what_to_do():
+    result = run(*CLOSURE, "strategy=jacrev", "dtype=float64")  # float32 weights @ float64 x
+    assert result.status == "failed"
+    assert result.error_message.startswith("model 'closure_mlp' cannot compute in float64")
+    assert "register them as buffers" in result.error_message
+
+
+def test_the_closure_reference_is_the_float64_jacobian_of_the_same_function():
+    problem = build_problem(
+        {"_target_": "user_models.closure_mlp", "input_shape": [5]}, torch.float32, CPU, 0
+    )
+    f = problem.f
+    weight_times = torch.func.jacrev(lambda x: f(x.float()).double())  # float32 arithmetic
+    reference = References(problem).for_mode(Mode.REVERSE)
+    rel = torch.linalg.norm(reference.jacobian - weight_times(problem.x.double()))
+    assert 0 < rel / torch.linalg.norm(reference.jacobian) < 1e-5  # float32 rounding only
+
+
+def test_custom_module_with_its_own_input_shape_needs_no_model_input_shape():
+    result = run("model=custom", "model._target_=user_models.Shaped", "dtype=float64")
+    assert result.ok, result.error_message
+    assert result.n_in == 6 and result.within_tol
+
+
+@pytest.mark.parametrize(
+    ("strategy", "model", "method"),
+    [
+        ("jacrev", "mlp", FORWARD),
+        ("functional", "mlp", FORWARD),
+        ("grads_batched", "mlp", FORWARD),
+        ("jacfwd", "mlp", REVERSE),
+        ("fd_central", "mlp", REVERSE),
+        ("jacrev", "seed002_reciprocal", ANALYTIC),
+        ("analytic", "seed002_reciprocal", REVERSE),
+    ],
+)
+def test_the_reference_never_shares_the_strategys_mode(strategy, model, method):
+    result = run(f"strategy={strategy}", f"model={model}", "dtype=float64")
+    assert result.ok and result.within_tol, result.error_message
+    assert result.reference_method == method
+    assert 0 <= result.reference_uncertainty < 1e-14
+    if model == "mlp" and strategy != "fd_central":
+        # float64 reverse mode against forward mode: rounding shows, not a fake 0
+        assert result.rel_err > 0
+
+
+def test_auto_is_judged_by_a_method_other_than_the_one_it_chose():
+    result = run("strategy=auto", "strategy.compile=false", "dtype=float64")
+    assert result.ok, result.error_message
+    chosen = REGISTRY.strategies[result.chosen_strategy].mode
+    assert result.reference_method == (REVERSE if chosen is Mode.FORWARD else FORWARD)
+
+
+def test_the_verdict_never_claims_more_precision_than_the_reference_has():
+    reference = torch.ones(3, 3, dtype=torch.float64)
+    answer = reference * (1 + 1e-12)  # 1e-12 relative: beyond float64's 100-eps tolerance
+    assert not compare(answer, reference, torch.float64, Kind.EXACT).within_tol
+    assert compare(answer, reference, torch.float64, Kind.EXACT, floor=1e-11).within_tol
+
+
+def test_uncertainty_is_the_disagreement_of_two_exact_methods():
+    problem = build_problem({"_target_": "jacbench.models.mlp.MLP"}, torch.float32, CPU, 0)
+    refs = References(problem)
+    reference = refs.for_mode(Mode.REVERSE)
+    other = refs.jacobians[REVERSE]
+    expected = torch.linalg.norm(other - reference.jacobian) / torch.linalg.norm(reference.jacobian)
+    assert reference.uncertainty == pytest.approx(float(expected))
+    assert set(refs.jacobians) == {FORWARD, REVERSE}

@@ -1,0 +1,28 @@
+"""Models written the way users write them (tests/test_reference.py)."""
+
+from __future__ import annotations
+
+import torch
+from torch import nn
+
+
+def closure_mlp(n_in: int = 5, n_out: int = 3):
+    """A plain function whose weights live in its closure, drawn in float32 (not buffers of
+    a module, so casting a module cannot reach them)."""
+    gen = torch.Generator().manual_seed(0)
+    weight = torch.randn(n_out, n_in, generator=gen)
+    bias = torch.randn(n_out, generator=gen)
+
+    def f(x: torch.Tensor) -> torch.Tensor:
+        return torch.tanh(weight @ x + bias)
+
+    return f
+
+
+class Shaped(nn.Module):
+    """Defines its own input_shape, so model.input_shape may be left out."""
+
+    input_shape = (6,)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return torch.sin(x) * x.sum()
