@@ -45,6 +45,7 @@ def make_result(**changes) -> Result:
         time_median_s=1e-4,
         time_iqr_s=1e-6,
         n_timed=100,
+        timing_warning="",
         first_call_s=2e-3,
         measure_s=0.5,
         ref_norm=1.0,

@@ -9,6 +9,7 @@ from rich.console import Console
 from rich.table import Table
 
 from jacbench.enums import Status
+from jacbench.noise import is_noisy
 from jacbench.result import Result
 
 
@@ -23,6 +24,19 @@ STATUS_STYLE = {Status.OK: "green", Status.FAILED: "bold red", Status.SKIPPED: "
 def cell(value: object, spec: str) -> str:
     """``value`` formatted, or "-" where it was not measured (None, NaN or pandas NA)."""
     return "-" if value is None or pd.isna(value) else format(value, spec)
+
+
+NOISY = "(noisy)"
+NOISY_LEGEND = (
+    f"{NOISY}: torch.utils.benchmark found the IQR above 10% of the median; an order decided "
+    "by such a time is not settled (re-run, raise timing.min_run_time, or quiet the machine)"
+)
+
+
+def time_text(median: object, timing_warning: object) -> str:
+    """The median time, marked where torch.utils.benchmark found the spread too high."""
+    text = cell(median, ".3e")
+    return f"{text} {NOISY}" if is_noisy(timing_warning) else text
 
 
 def verdict_text(within_tol: object) -> str:
@@ -88,7 +102,8 @@ def result_table(result: Result) -> Table:
         ),
         (
             "median time",
-            f"{cell(result.time_median_s, '.3e')} s  (IQR {cell(result.time_iqr_s, '.1e')} s)",
+            f"{cell(result.time_median_s, '.3e')} s  (IQR {cell(result.time_iqr_s, '.1e')} s)"
+            + (f"  [yellow]noisy: {result.timing_warning}[/]" if result.timing_warning else ""),
         ),
         ("timed calls", f"{cell(result.n_timed, 'd')}  ({result.threads} thread(s))"),
         ("first call", f"{cell(result.first_call_s, '.3e')} s  (setup + first execution)"),
@@ -138,11 +153,13 @@ def summary_table(rows: pd.DataFrame, missing: list[int]) -> Table:
             str(row["dtype"]),
             str(row["device"]),
             f"[{STATUS_STYLE.get(status, '')}]{status}[/]",
-            cell(row["time_median_s"], ".3e"),
+            time_text(row["time_median_s"], row.get("timing_warning")),
             cell(row["rel_err"], ".2e"),
             verdict_text(row.get("within_tol")),
             note[:80],
         )
+    if "timing_warning" in rows and rows["timing_warning"].map(is_noisy).any():
+        table.caption = NOISY_LEGEND
     for num in missing:
         table.add_row(
             str(num),

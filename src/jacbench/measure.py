@@ -76,6 +76,14 @@ class Timing:
     time_median_s: float
     time_iqr_s: float
     n_timed: int
+    timing_warning: str  # torch.utils.benchmark's spread warning, "" when there is none
+
+
+def spread_warning(measurement: benchmark.Measurement) -> str:
+    """torch.utils.benchmark's own warning (IQR above 10% of the median), on one line."""
+    if not measurement.has_warnings:
+        return ""
+    return " ".join(" ".join(measurement._warnings).replace("WARNING:", "").split())
 
 
 def time_steady_state(prep: Prepared, x: torch.Tensor, timing: TimingConfig) -> Timing:
@@ -85,7 +93,8 @@ def time_steady_state(prep: Prepared, x: torch.Tensor, timing: TimingConfig) -> 
         stmt="prep(x)", globals={"prep": prep, "x": x}, num_threads=timing.threads
     )
     m = timer.blocked_autorange(min_run_time=timing.min_run_time)
-    return Timing(float(m.median), float(m.iqr), int(m.number_per_run * len(m.raw_times)))
+    n_timed = int(m.number_per_run * len(m.raw_times))
+    return Timing(float(m.median), float(m.iqr), n_timed, spread_warning(m))
 
 
 @dataclass(frozen=True)

@@ -52,6 +52,9 @@ class Result:
     time_median_s: float | None = None
     time_iqr_s: float | None = None
     n_timed: int | None = None
+    # torch.utils.benchmark's warning when the IQR exceeds 10% of the median (the timing is
+    # noisy: an order decided by it is not settled); empty when the spread is small
+    timing_warning: str = ""
     first_call_s: float | None = None  # prepare plus the first call
     threads: int = 1
     measure_s: float | None = None  # wall time running the strategy (first call, timing, memory)

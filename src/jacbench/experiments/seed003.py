@@ -7,6 +7,7 @@ import pandas as pd
 
 from jacbench.enums import Kind
 from jacbench.experiments import jacobian, ok_rows, table
+from jacbench.noise import unsettled
 
 
 def answer(rows: pd.DataFrame) -> str:
@@ -39,6 +40,8 @@ def answer(rows: pd.DataFrame) -> str:
             "the true rows)."
         )
     fastest = correct.iloc[0]["strategy"] if not correct.empty else "?"
+    if len(correct) > 1 and (why := unsettled(correct.iloc[0], correct.iloc[1])):
+        fastest += f" (not settled: {why}; {correct.iloc[1]['strategy']} is as fast)"
     text.append(
         "Answer: grad(outputs, inputs) adds up the contributions of all outputs to each input "
         "(it computes the vector-Jacobian product with a vector of ones), so asking once for "

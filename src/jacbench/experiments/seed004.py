@@ -7,6 +7,7 @@ import pandas as pd
 
 from jacbench.enums import Kind
 from jacbench.experiments import ok_rows, table
+from jacbench.noise import unsettled
 
 BASELINE = "fd_forward_loop"  # the thread's baseline: one forward pass per parameter
 
@@ -70,6 +71,9 @@ def answer(rows: pd.DataFrame) -> str:
             if not batched.empty:
                 share = float(batched["time_median_s"].iloc[0]) / t0
                 line += f"; the batched forward difference takes {share:.2f}x the loop"
+            if len(exact) > 1 and (why := unsettled(best, exact.iloc[1])):
+                line += f"; not settled against {exact.iloc[1]['strategy']}: {why}"
+                mode += f", tied with {exact.iloc[1]['strategy']} within the noise"
             text.append(line)
             winners.append(f"{model} (M/N = {m / n:.1f}): {best['strategy']} ({mode})")
         text.append("")

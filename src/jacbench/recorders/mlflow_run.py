@@ -165,6 +165,7 @@ def log_result(
         "mlflow.source.git.commit": result.git_commit,
         "memory_method": result.memory_method,
         "reference_method": result.reference_method,
+        "timing_warning": result.timing_warning,
     }
     _log_and_close(tracking, run_id, metrics, params, tags, failed=result.status == Status.FAILED)
     return run_id

@@ -6,8 +6,9 @@ from dataclasses import dataclass
 
 import pandas as pd
 
-from jacbench.display import cell, verdict_text
+from jacbench.display import cell, time_text, verdict_text
 from jacbench.enums import Kind, Status
+from jacbench.noise import unsettled
 from jacbench.report.problems import DEFAULT_STRATEGY, good, latest_ok
 
 
@@ -44,7 +45,7 @@ def problem_lines(rows: pd.DataFrame) -> list[list[str]]:
                 str(r["strategy_kind"]),
                 str(r["strategy_mode"] or "-"),
                 "ok",
-                cell(r["time_median_s"], ".3e"),
+                time_text(r["time_median_s"], r["timing_warning"]),
                 cell(r["time_iqr_s"], ".1e"),
                 cell(speedup, ".2f") + ("x" if speedup else ""),
                 cell(r["err_eps"], ".3g"),
@@ -67,10 +68,17 @@ class Recommendation:
     runner_up: str | None
     runner_up_slower: float | None  # runner-up time / best time
     speedup_vs_default: float | None  # default (functional) time / best time
+    unsettled: str = ""  # why the order of best and runner-up is not settled, if it is not
 
     def sentence(self) -> str:
         if self.best is None:
             return f"{self.problem}: no strategy was within tolerance."
+        if self.unsettled:
+            return (
+                f"{self.problem}: no settled winner: {self.unsettled}; {self.best} "
+                f"({self.best_time:.3g} s) and {self.runner_up} are within the noise "
+                "(re-run with a longer timing.min_run_time on a quiet machine)."
+            )
         text = f"{self.problem}: use **{self.best}** ({self.best_time:.3g} s)"
         if self.runner_up:
             text += f"; runner-up {self.runner_up} ({self.runner_up_slower:.2f}x slower)"
@@ -96,6 +104,7 @@ def recommend(problem: str, rows: pd.DataFrame) -> Recommendation:
         None if runner is None else str(runner["label"]),
         None if runner is None else float(runner["time_median_s"] / best["time_median_s"]),
         base / float(best["time_median_s"]) if base else None,
+        "" if runner is None else unsettled(best, runner),
     )
 
 

@@ -7,6 +7,7 @@ from pathlib import Path
 import matplotlib.pyplot as plt
 import pandas as pd
 
+from jacbench.display import NOISY, NOISY_LEGEND
 from jacbench.recorders.parquet import read_results
 from jacbench.report import analysis, plots
 from jacbench.report.problems import normalise, problems
@@ -66,6 +67,8 @@ def write_report(source: Path | pd.DataFrame, out: Path) -> list[Path]:
         lines = analysis.problem_lines(group)
         if lines:
             doc.table(analysis.HEADER, lines)
+            if any(line[4].endswith(NOISY) for line in lines):
+                doc.paragraph(NOISY_LEGEND)
         bad = analysis.not_ok_lines(group)
         if bad:
             doc.paragraph("Failed or skipped:")

@@ -29,6 +29,7 @@ def normalise(rows: pd.DataFrame) -> tuple[pd.DataFrame, list[str]]:
         "strategy_kind": Kind.EXACT,
         "strategy_mode": "",
         "error_message": "",
+        "timing_warning": "",
     }
     for name, value in defaults.items():
         rows[name] = rows[name].astype(object).where(rows[name].notna(), value)
