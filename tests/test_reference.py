@@ -103,3 +103,11 @@ def test_uncertainty_is_the_disagreement_of_two_exact_methods():
     expected = torch.linalg.norm(other - reference.jacobian) / torch.linalg.norm(reference.jacobian)
     assert reference.uncertainty == pytest.approx(float(expected))
     assert set(refs.jacobians) == {FORWARD, REVERSE}
+
+
+def test_an_unaffordable_independent_mode_is_not_computed_and_the_record_says_so():
+    problem = build_problem({"_target_": "user_models.WideSum"}, torch.float32, CPU, 0)
+    refs = References(problem)
+    reference = refs.for_mode(Mode.REVERSE)
+    assert FORWARD not in refs.jacobians  # 20000 forward passes were never run
+    assert reference.method == REVERSE and reference.uncertainty is None

@@ -26,3 +26,12 @@ class Shaped(nn.Module):
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         return torch.sin(x) * x.sum()
+
+
+class WideSum(nn.Module):
+    """20000 inputs, one output: forward mode would need 20000 passes, reverse mode one."""
+
+    input_shape = (20000,)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return torch.tanh(x).sum().reshape(1)

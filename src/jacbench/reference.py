@@ -33,6 +33,10 @@ PREFERENCE: dict[Mode, tuple[str, ...]] = {
     Mode.ANALYTIC: (REVERSE, FORWARD, ANALYTIC),
 }
 DEFAULT_PREFERENCE = (ANALYTIC, REVERSE, FORWARD)
+# A method is used only where its passes per point stay under the larger of these two: a
+# fixed count, and a multiple of the cheaper exact mode's passes.
+PASS_LIMIT = 16384
+PASS_RATIO = 64
 # Basis vectors pushed through at once: bounds the reference's memory for large Jacobians.
 CHUNK_NUMBERS = 1 << 22
 
@@ -151,24 +155,37 @@ class References:
                 self.failures[method] = f"{type(exc).__name__}: {' '.join(str(exc).split())}"
         return self.jacobians.get(method)
 
+    def passes(self, method: str) -> int:
+        """Products per point a method needs: N for forward mode, M for reverse mode."""
+        return {FORWARD: self.exact.n_in, REVERSE: self.exact.n_out}.get(method, 1)
+
+    def affordable(self, method: str) -> bool:
+        """Not far costlier than the cheapest exact mode (forward mode of a 1e5-parameter
+        model with a few outputs would take 1e5 passes)."""
+        cheapest = min(self.exact.n_in, self.exact.n_out)
+        return self.passes(method) <= max(PASS_LIMIT, PASS_RATIO * cheapest)
+
+    def _first(self, methods: list[str]) -> str | None:
+        return next((m for m in methods if self.get(m) is not None), None)
+
     def for_mode(self, mode: Mode | None) -> Reference:
-        """The reference for a strategy of ``mode``: the first method of its preference that
-        runs (its own mode comes last), checked against the next one."""
+        """The reference for a strategy of ``mode``: the first affordable method of its
+        preference that runs (its own mode comes last), checked against the cheapest other
+        one that runs."""
         order = PREFERENCE.get(mode, DEFAULT_PREFERENCE) if mode else DEFAULT_PREFERENCE
-        found: list[str] = []
-        for method in order:
-            if len(found) < 2 and self.get(method) is not None:
-                found.append(method)
-        if not found:
+        usable = [m for m in order if m in self.methods and self.affordable(m)]
+        best = self._first(usable)
+        if best is None:
             reasons = "; ".join(f"{m}: {why[:200]}" for m, why in self.failures.items())
             raise RuntimeError(
                 f"the float64 reference of model {self.name!r} failed ({reasons}); make its "
                 "constants tensors of the module (buffers or parameters) so that they follow "
                 "the dtype, or compute them from the input"
             )
-        best = self.jacobians[found[0]]
-        spread = _rel(self.jacobians[found[1]], best) if len(found) > 1 else None
-        return Reference(best, found[0], spread)
+        other = self._first(sorted((m for m in usable if m != best), key=self.passes))
+        jacobian = self.jacobians[best]
+        spread = _rel(self.jacobians[other], jacobian) if other is not None else None
+        return Reference(jacobian, best, spread)
 
 
 def reference_jacobian(problem: Problem, mode: Mode | None = None) -> tuple[torch.Tensor, str]:
