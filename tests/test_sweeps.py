@@ -129,7 +129,8 @@ def test_eight_concurrent_jobs_lose_no_row_and_no_run(cli):
     assert len(children) == 8 and {c.info.run_id for c in children} == set(rows["mlflow_run_id"])
     by_id = {c.info.run_id: c for c in children}
     for _, row in rows.iterrows():
-        assert by_id[row["mlflow_run_id"]].data.metrics["rel_err"] == pytest.approx(row["rel_err"])
+        metrics = by_id[row["mlflow_run_id"]].data.metrics  # 4 significant digits
+        assert metrics["rel_err"] == pytest.approx(row["rel_err"], rel=1e-3)
 
 
 def test_submitit_local_launcher_runs_a_sweep(cli):

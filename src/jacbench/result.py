@@ -18,7 +18,7 @@ import pyarrow as pa
 
 from jacbench.enums import Status
 
-__all__ = ["COLUMNS", "METRIC_COLUMNS", "SCHEMA", "Result", "Status"]
+__all__ = ["COLUMNS", "SCHEMA", "Result", "Status"]
 
 
 def _now() -> datetime:
@@ -90,7 +90,7 @@ class Result:
     torch_version: str = ""
     device_name: str = ""
     git_commit: str = ""
-    started_at: datetime = field(default_factory=_now)
+    started_at: datetime = field(default_factory=_now)  # when the job started running
     job_id: str = field(default_factory=_new_id)
 
     @property
@@ -129,7 +129,3 @@ def _schema() -> pa.Schema:
 
 SCHEMA: pa.Schema = _schema()
 COLUMNS: list[str] = SCHEMA.names
-# Columns logged to MLflow as metrics: every numeric one.
-METRIC_COLUMNS: list[str] = [
-    f.name for f in SCHEMA if pa.types.is_integer(f.type) or pa.types.is_floating(f.type)
-] + ["within_tol"]

@@ -14,6 +14,7 @@ import re
 import subprocess
 import time
 from dataclasses import dataclass
+from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
 
@@ -157,6 +158,7 @@ def provenance(job: JobSpec) -> dict[str, Any]:
         "device_name": device_name(job.device),
         "torch_version": torch.__version__,
         "git_commit": git_commit(),
+        "started_at": datetime.now(timezone.utc),
     }
 
 
@@ -177,6 +179,7 @@ def execute(cfg: DictConfig, registry: Registry, thread_cap: int | None = None) 
 
 
 def run_job(job: JobSpec, labels: dict[str, str], registry: Registry | None = None) -> Result:
+    known = {**labels, **provenance(job)}  # before running: started_at is the job's start
     records: list[Any] = []
     with torch_threads(job.timing.threads):
         try:
@@ -184,7 +187,7 @@ def run_job(job: JobSpec, labels: dict[str, str], registry: Registry | None = No
             records.append(Outcome(Status.OK))
         except Exception as exc:
             records.append(Outcome(*classify(exc)))
-    return combine({**labels, **provenance(job)}, records)
+    return combine(known, records)
 
 
 @dataclass(frozen=True)

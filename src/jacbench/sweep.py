@@ -29,7 +29,12 @@ from rich.text import Text
 from jacbench.display import make_console, summary_table
 from jacbench.enums import Status
 from jacbench.inputs import check_sweep, load_analysis, refusing
-from jacbench.recorders.mlflow_run import Tracking, finish_parent_run, start_parent_run
+from jacbench.recorders.mlflow_run import (
+    ParentOutcome,
+    Tracking,
+    finish_parent_run,
+    start_parent_run,
+)
 from jacbench.recorders.parquet import read_files, write_atomic, write_table
 from jacbench.result import SCHEMA
 
@@ -87,6 +92,22 @@ def count_jobs(config: DictConfig) -> int:
     return sum(len(batch) for batch in BasicSweeper.split_arguments(parsed, None))
 
 
+def sweep_name(swept: list[str], experiment: str | None, jobs: int, when: datetime) -> str:
+    """What was swept and when, e.g. ``seed004: model, strategy (24 jobs) 2026-11-22 17:40``."""
+    what = ", ".join(swept) or "one job"
+    what = f"{experiment}: {what}" if experiment else what
+    return f"{what} ({jobs} jobs) {when:%Y-%m-%d %H:%M}"
+
+
+def swept_keys(overrides: list[str]) -> list[str]:
+    """The keys of ``key=value`` overrides that take several values (lists, globs, ranges)."""
+    keys = []
+    for key, _, value in (o.partition("=") for o in overrides):
+        if "," in value or value.startswith(("glob(", "range(", "choice(")):
+            keys.append(key.lstrip("+~"))
+    return list(dict.fromkeys(keys))
+
+
 _OPEN: SweepState | None = None  # the sweep opened by this (launching) process
 
 
@@ -116,8 +137,15 @@ def open_sweep(config: DictConfig) -> SweepState:
             "sweep_dir": str(sweep_dir),
             "total_jobs": str(state.total),
         }
+        sweeper_params = config.hydra.sweeper.get("params") or {}
+        swept = swept_keys([f"{k}={v}" for k, v in sweeper_params.items()] + overrides)
+        experiment = next(
+            (o.partition("=")[2] for o in overrides if o.lstrip("+").startswith("experiment=")),
+            None,
+        )
+        name = sweep_name(swept, experiment, state.total, datetime.now())
         try:
-            state.parent_run_id = start_parent_run(tracking, f"sweep-{sweep_dir.name}", params)
+            state.parent_run_id = start_parent_run(tracking, name, params)
         except Exception as exc:
             console.print(
                 f"[bold yellow]MLflow tracking failed ({tracking.uri}): {exc}; "
@@ -170,8 +198,10 @@ def close_sweep(state: SweepState) -> int:
         f"(resumed), {len(missing)} without a record. Summary: {summary_path}"
     )
     artifacts = [summary_path, Path(state.sweep_dir) / "multirun.yaml"]
+    answer = ""
     if state.analysis and len(rows):
-        artifacts.append(answer_experiment(state, rows, console))
+        answer = answer_experiment(state, rows, console)
+        artifacts.append(Path(state.sweep_dir) / "answer.md")
     if state.report and len(rows):
         report_dir = Path(state.sweep_dir) / "report"
         try:
@@ -188,8 +218,24 @@ def close_sweep(state: SweepState) -> int:
         metrics.update(
             n_jobs=float(state.total), n_resumed=float(n_resumed), n_missing=float(len(missing))
         )
+        sweep_line = (
+            f"Sweep: `{' '.join(state.overrides) or '(no overrides)'}`: {len(rows)}/"
+            f"{state.total} jobs recorded, {counts['ok']} ok, {counts['failed']} failed, "
+            f"{counts['skipped']} skipped, {len(missing)} without a record."
+        )
         try:
-            finish_parent_run(tracking, state.parent_run_id, metrics, artifacts, failed)
+            from jacbench.report.overview import jobs_table, overview  # matplotlib: lazily
+
+            outcome = ParentOutcome(metrics, artifacts=artifacts, failed=failed)
+            if len(rows):
+                view = overview(rows, answer, sweep_line)
+                outcome = dataclasses.replace(
+                    outcome,
+                    description=view.description,
+                    tags=view.tags,
+                    table=jobs_table(rows),
+                )
+            finish_parent_run(tracking, state.parent_run_id, outcome)
         except Exception as exc:
             console.print(f"[bold yellow]could not close MLflow parent run: {exc}[/]")
     state.finished, state.exit_code = True, int(failed)
@@ -197,16 +243,17 @@ def close_sweep(state: SweepState) -> int:
     return state.exit_code
 
 
-def answer_experiment(state: SweepState, rows: Any, console: Any) -> Path:
-    """Run the experiment's analysis on the recorded rows; print and save its answer."""
+def answer_experiment(state: SweepState, rows: Any, console: Any) -> str:
+    """Run the experiment's analysis on the recorded rows; print it and save it as
+    answer.md (a fenced block, so markdown viewers keep its columns); returns the answer."""
     path = Path(state.sweep_dir) / "answer.md"
     try:
         answer = load_analysis(str(state.analysis))(rows)
     except Exception as exc:
         answer = f"The analysis {state.analysis} could not answer: {type(exc).__name__}: {exc}"
     console.print(Panel(Text(answer), title="answer", expand=False))
-    write_atomic(path, answer + "\n")
-    return path
+    write_atomic(path, f"# Answer: {state.analysis}\n\n```text\n{answer.rstrip()}\n```\n")
+    return answer
 
 
 def close_open_sweep() -> int:

@@ -10,13 +10,13 @@ from __future__ import annotations
 import math
 import os
 import time
-from collections.abc import Callable, Iterable
-from dataclasses import dataclass
+from collections.abc import Callable
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, TypeVar
 
 from jacbench.enums import Status
-from jacbench.result import METRIC_COLUMNS, Result
+from jacbench.result import Result
 
 os.environ.setdefault("MLFLOW_SUPPRESS_PRINTING_URL_TO_STDOUT", "true")
 # An unreachable tracking server should cost seconds per job, not minutes of back-off.
@@ -90,10 +90,14 @@ def _flatten(prefix: str, value: Any) -> dict[str, str]:
     return {prefix: str(value)[:MAX_PARAM_LEN]}
 
 
-def _create_run(tracking: Tracking, name: str, tags: dict[str, str]) -> str:
+def _create_run(
+    tracking: Tracking, name: str, tags: dict[str, str], start_ms: int | None = None
+) -> str:
     client = _client(tracking)
     experiment_id = _retry(lambda: ensure_experiment(tracking))
-    run = _retry(lambda: client.create_run(experiment_id, run_name=name, tags=tags))
+    run = _retry(
+        lambda: client.create_run(experiment_id, start_time=start_ms, run_name=name, tags=tags)
+    )
     return run.info.run_id
 
 
@@ -119,7 +123,126 @@ def _log_and_close(
         )
     )
     status = RunStatus.to_string(RunStatus.FAILED if failed else RunStatus.FINISHED)
-    _retry(lambda: client.set_terminated(run_id, status=status))
+    _retry(lambda: client.set_terminated(run_id, status=status, end_time=now))
+
+
+# Measurements, the only metrics, in units read at a glance: (metric, Result field, scale).
+METRICS: list[tuple[str, str, float]] = [
+    ("time_median_ms", "time_median_s", 1e3),
+    ("time_iqr_ms", "time_iqr_s", 1e3),
+    ("first_call_ms", "first_call_s", 1e3),
+    ("measure_ms", "measure_s", 1e3),
+    ("peak_mem_mib", "peak_mem_bytes", 2.0**-20),
+    ("max_abs_err", "max_abs_err", 1.0),
+    ("rel_err", "rel_err", 1.0),
+    ("err_eps", "err_eps", 1.0),
+    ("within_tol", "within_tol", 1.0),
+]
+# What describes the problem or the setup (constants of a job): params, never metrics.
+PARAM_FIELDS = [
+    "strategy",
+    "model",
+    "dtype",
+    "device",
+    "wrt",
+    "n_in",
+    "n_out",
+    "batch",
+    "seed",
+    "threads",
+    "strategy_kind",
+    "strategy_mode",
+    "chosen_strategy",
+    "n_colors",
+    "pattern_density",
+    "n_timed",
+    "tolerance",
+    "reference_method",
+    "reference_uncertainty",
+    "ref_norm",
+    "out_norm",
+    "memory_method",
+    "config_hash",
+]
+SHORT_DTYPES = {"float16": "f16", "bfloat16": "bf16", "float32": "f32", "float64": "f64"}
+
+
+def metrics_of(result: Result) -> dict[str, float]:
+    """The measurements of ``result`` as MLflow metrics (absent ones left out), plus
+    ``log10_rel_err`` so that sorting and charts compare errors across decades."""
+    metrics = {
+        name: float(getattr(result, column)) * scale
+        for name, column, scale in METRICS
+        if getattr(result, column) is not None
+    }
+    if result.rel_err is not None and result.rel_err > 0:
+        metrics["log10_rel_err"] = math.log10(result.rel_err)
+    return {name: significant(value) for name, value in metrics.items()}
+
+
+def significant(value: float, digits: int = 4) -> float:
+    """``value`` to ``digits`` significant digits: the UI's table cuts long numbers before
+    their exponent, so 3.7e-8 would read "3.70650037..." (parquet keeps every digit)."""
+    return float(f"{value:.{digits}g}") if math.isfinite(value) else value
+
+
+def _param_text(value: Any) -> str:
+    return f"{value:.4g}" if isinstance(value, float) else str(value)
+
+
+def params_of(
+    result: Result, model_options: dict[str, Any], strategy_options: dict[str, Any]
+) -> dict[str, str]:
+    """Labels, sizes, seeds, threads, tolerance and options; empty or None values left out
+    (MLflow would show the string "None")."""
+    values: dict[str, Any] = {name: getattr(result, name) for name in PARAM_FIELDS}
+    values.update(_flatten("model", model_options))
+    values.update(_flatten("strategy", strategy_options))
+    return {k: _param_text(v) for k, v in values.items() if v not in (None, "", "None")}
+
+
+def problem_name(result: Result) -> str:
+    """The problem in a few words: ``seed004_lm N=84 M=576 float32 cpu``."""
+    batch = f" batch={result.batch}" if result.batch > 1 else ""
+    wrt = " wrt=params" if result.wrt == "params" else ""
+    sizes = f" N={result.n_in} M={result.n_out}" if result.n_in is not None else ""
+    return f"{result.model}{sizes}{batch}{wrt} {result.dtype} {result.device}"
+
+
+def run_name(result: Result) -> str:
+    """Short, the distinguishing part first: the strategy, then dtype, model and device."""
+    device = "" if result.device == "cpu" else f" {result.device}"
+    dtype = SHORT_DTYPES.get(result.dtype, result.dtype)
+    return f"{result.strategy} {dtype} {result.model}{device}"
+
+
+def _log_problem(tracking: Tracking, run_id: str, result: Result) -> None:
+    """The problem as the run's dataset input, so the runs table filters and groups by it."""
+    import hashlib
+    import json
+
+    from mlflow.entities import Dataset, DatasetInput, InputTag
+
+    profile = {
+        "model": result.model,
+        "N": result.n_in,
+        "M": result.n_out,
+        "batch": result.batch,
+        "wrt": result.wrt,
+        "dtype": result.dtype,
+        "device": result.device,
+    }
+    source = json.dumps({"model_options": result.model_options, "seed": result.seed})
+    digest = hashlib.sha256((source + json.dumps(profile)).encode()).hexdigest()[:8]
+    dataset = Dataset(
+        name=problem_name(result),
+        digest=digest,
+        source_type="code",
+        source=source,
+        profile=json.dumps(profile),
+    )
+    inputs = [DatasetInput(dataset, [InputTag("mlflow.data.context", "problem")])]
+    _retry(lambda: _client(tracking).log_inputs(run_id, datasets=inputs))
 
 
 def log_result(
@@ -129,46 +252,90 @@ def log_result(
     strategy_options: dict[str, Any],
     parent_run_id: str = "",
 ) -> str:
-    """Create, fill and close one job's run; returns its id. Raises if tracking fails."""
-    run_name = f"{result.strategy}-{result.model}-{result.dtype}-{result.device}"
+    """Create, fill and close one job's run, spanning the job's real start and end; returns
+    its id. Raises if tracking fails."""
     tags = {"mlflow.parentRunId": parent_run_id} if parent_run_id else {}
-    run_id = _create_run(tracking, run_name, tags)
-    metrics = {
-        name: float(getattr(result, name))
-        for name in METRIC_COLUMNS
-        if getattr(result, name) is not None
-    }
-    params = {
-        "model": result.model,
-        "strategy": result.strategy,
-        "dtype": result.dtype,
-        "device": result.device,
-        "wrt": result.wrt,
-        "strategy_kind": result.strategy_kind,
-        "config_hash": result.config_hash,
-        **({"chosen_strategy": result.chosen_strategy} if result.chosen_strategy else {}),
-        **{
-            name: str(getattr(result, name))
-            for name in ("n_colors", "pattern_density")
-            if getattr(result, name) is not None
-        },
-        **_flatten("model", model_options),
-        **_flatten("strategy", strategy_options),
-    }
+    start_ms = int(result.started_at.timestamp() * 1000)
+    run_id = _create_run(tracking, run_name(result), tags, start_ms)
+    _log_problem(tracking, run_id, result)
     tags = {
+        "problem": problem_name(result),
         "status": result.status,
+        "timing_warning": result.timing_warning[:5000],
         "error_message": result.error_message[:5000],
+        "mlflow.note.content": result.error_message[:5000],
         "torch_version": result.torch_version,
         "device_name": result.device_name,
-        "threads": str(result.threads),
         "git_commit": result.git_commit,
         "mlflow.source.git.commit": result.git_commit,
-        "memory_method": result.memory_method,
-        "reference_method": result.reference_method,
-        "timing_warning": result.timing_warning,
     }
-    _log_and_close(tracking, run_id, metrics, params, tags, failed=result.status == Status.FAILED)
+    params = params_of(result, model_options, strategy_options)
+    failed = result.status == Status.FAILED
+    _log_and_close(tracking, run_id, metrics_of(result), params, tags, failed)
     return run_id
+
+
+EXPERIMENT_NOTE = (
+    "jacbench: how fast and how accurate each way of computing a Jacobian is. "
+    "Each sweep is a parent run whose **Overview** gives the recommendation per problem; "
+    "its child runs are the jobs (metrics `time_median_ms`, `err_eps`, `log10_rel_err`; "
+    "params `strategy`, `model`, `n_in`, `n_out`, `dtype`, `device`; dataset = the problem). "
+    "The runs table with these columns: add `?viewStateShareKey=jacbench` to this page's URL."
+)
+VIEW_KEY = "jacbench"  # the runs table's saved view: #/experiments/<id>/runs?viewStateShareKey=
+# The runs table's columns in that view (MLflow's keys: type.`name`).
+VIEW_COLUMNS = [
+    "attributes.`Dataset`",
+    "metrics.`time_median_ms`",
+    "metrics.`err_eps`",
+    "metrics.`log10_rel_err`",
+    "metrics.`within_tol`",
+    "params.`strategy`",
+    "params.`dtype`",
+    "params.`n_in`",
+    "params.`n_out`",
+    "tags.`recommended_strategy`",
+    "tags.`speedup_vs_functional`",  # the parent run's tags (jacbench.report.overview)
+]
+
+
+UI_QUERY = f"workflowType=machine_learning&viewStateShareKey={VIEW_KEY}"
+
+
+def view_url(base: str, experiment_id: str, run_id: str = "") -> str:
+    """The runs table in jacbench's saved view (or one run's page), classic layout."""
+    path = f"runs/{run_id}" if run_id else "runs"
+    query = UI_QUERY if not run_id else "workflowType=machine_learning"
+    return f"{base}/#/experiments/{experiment_id}/{path}?{query}"
+
+
+def describe_experiment(tracking: Tracking, expand_run: str = "") -> str:
+    """Describe the experiment, save the runs table's view (readable columns, sweeps
+    expanded), and ask for the classic model-training layout (``mlflow.experimentKind``,
+    read by MLflow 3's UI) unless someone chose otherwise. Returns the experiment's id."""
+    import json
+
+    client = _client(tracking)
+    experiment_id = _retry(lambda: ensure_experiment(tracking))
+    tags = client.get_experiment(experiment_id).tags
+    wanted = {
+        "mlflow.note.content": EXPERIMENT_NOTE,
+        "mlflow.experimentKind": "custom_model_development",
+    }
+    wanted = {k: v for k, v in wanted.items() if k not in tags}
+    view = json.dumps(
+        {
+            "selectedColumns": VIEW_COLUMNS,
+            "runsExpanded": {expand_run: True} if expand_run else {},
+            "columnWidths": {"attributes.`Run Name`": 250, "attributes.`Dataset`": 250},
+            "runListHidden": False,
+        }
+    )
+    wanted[f"mlflow.sharedViewState.{VIEW_KEY}"] = view
+    for key, value in wanted.items():
+        if tags.get(key) != value:
+            _retry(lambda k=key, v=value: client.set_experiment_tag(experiment_id, k, v))
+    return experiment_id
 
 
 def start_parent_run(tracking: Tracking, name: str, params: dict[str, str]) -> str:
@@ -176,22 +343,32 @@ def start_parent_run(tracking: Tracking, name: str, params: dict[str, str]) -> s
     from mlflow.entities import Param
 
     run_id = _create_run(tracking, name, {"jacbench.role": "sweep"})
+    describe_experiment(tracking, expand_run=run_id)
     params_list = [Param(k, v[:MAX_PARAM_LEN]) for k, v in params.items()]
     _retry(lambda: _client(tracking).log_batch(run_id, params=params_list))
     return run_id
 
 
-def finish_parent_run(
-    tracking: Tracking,
-    run_id: str,
-    metrics: dict[str, float],
-    artifacts: Iterable[Path],
-    failed: bool,
-) -> None:
+@dataclass(frozen=True)
+class ParentOutcome:
+    """What the sweep's run shows once it ends: counts, the answer and files."""
+
+    metrics: dict[str, float]
+    description: str = ""  # markdown, shown on the run's Overview
+    tags: dict[str, str] = field(default_factory=dict)
+    table: Any = None  # a pandas DataFrame logged with log_table (JSON the UI shows)
+    artifacts: list[Path] = field(default_factory=list)
+    failed: bool = False
+
+
+def finish_parent_run(tracking: Tracking, run_id: str, outcome: ParentOutcome) -> None:
     client = _client(tracking)
-    for path in artifacts:
+    for path in outcome.artifacts:
         if path.is_dir():
             _retry(lambda p=path: client.log_artifacts(run_id, str(p), artifact_path=p.name))
         elif path.exists():
             _retry(lambda p=path: client.log_artifact(run_id, str(p)))
-    _log_and_close(tracking, run_id, metrics, {}, {}, failed)
+    if outcome.table is not None and len(outcome.table):
+        _retry(lambda: client.log_table(run_id, outcome.table, "summary_table.json"))
+    tags = {**outcome.tags, "mlflow.note.content": outcome.description}
+    _log_and_close(tracking, run_id, outcome.metrics, {}, tags, outcome.failed)

@@ -76,10 +76,10 @@ class Recommendation:
         if self.unsettled:
             return (
                 f"{self.problem}: no settled winner: {self.unsettled}; {self.best} "
-                f"({self.best_time:.3g} s) and {self.runner_up} are within the noise "
+                f"({self.best_time * 1e3:.3g} ms) and {self.runner_up} are within the noise "
                 "(re-run with a longer timing.min_run_time on a quiet machine)."
             )
-        text = f"{self.problem}: use **{self.best}** ({self.best_time:.3g} s)"
+        text = f"{self.problem}: use **{self.best}** ({self.best_time * 1e3:.3g} ms)"
         if self.runner_up:
             text += f"; runner-up {self.runner_up} ({self.runner_up_slower:.2f}x slower)"
         if self.speedup_vs_default:

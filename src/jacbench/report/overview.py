@@ -1,0 +1,84 @@
+"""The answer on the first screen: what a sweep's parent run says in the MLflow UI.
+
+Made from the sweep's recorded rows (like the report): a markdown description with the
+recommendation per problem (and the experiment's answer), short tags naming the recommended
+strategy and its speedup over ``functional``, a readable run name, and a compact summary
+table that MLflow can show.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import pandas as pd
+
+from jacbench.report.analysis import recommend
+from jacbench.report.problems import DEFAULT_STRATEGY, normalise, problems
+
+# The summary table's columns, in units read at a glance (what log_table shows).
+TABLE_COLUMNS = [
+    "strategy",
+    "model",
+    "n_in",
+    "n_out",
+    "dtype",
+    "device",
+    "status",
+    "time_median_ms",
+    "err_eps",
+    "rel_err",
+    "within_tol",
+    "error_message",
+]
+
+
+@dataclass(frozen=True)
+class Overview:
+    description: str  # markdown: the parent run's mlflow.note.content
+    tags: dict[str, str] = field(default_factory=dict)
+
+
+def jobs_table(rows: pd.DataFrame) -> pd.DataFrame:
+    """One line per job with readable units; JSON-safe for ``MlflowClient.log_table``."""
+    table = rows.assign(time_median_ms=rows["time_median_s"] * 1e3)
+    table = table[[c for c in TABLE_COLUMNS if c in table.columns]].copy()
+    for name in table.columns:  # JSON: plain objects, None for missing values
+        table[name] = table[name].astype(object).where(table[name].notna(), None)
+    return table
+
+
+def overview(rows: pd.DataFrame, answer: str = "", sweep_line: str = "") -> Overview:
+    """The parent run's description and tags from the sweep's rows. The description's first
+    line is the answer in one line (the runs table shows only that line)."""
+    rows, _ = normalise(rows)
+    recs = [recommend(title, group) for title, group in problems(rows)]
+    bests = list(dict.fromkeys(rec.best or "none within tolerance" for rec in recs))
+    first = "**Recommended: " + ", ".join(bests) + "**" if recs else "Nothing was recorded."
+    speedups = [f"{r.speedup_vs_default:.1f}x" for r in recs if r.speedup_vs_default]
+    if speedups:
+        first += f" ({', '.join(speedups)} faster than `{DEFAULT_STRATEGY}`)"
+    lines = [first, "", "## Recommendation per problem", ""]
+    lines += [f"- {rec.sentence()}" for rec in recs]
+    lines += [
+        "",
+        "The fastest strategy within its dtype's tolerance (negative controls excluded); "
+        f"speedups are against `{DEFAULT_STRATEGY}` (torch.autograd.functional.jacobian).",
+    ]
+    if answer:
+        lines += ["", "## Answer", "", "```text", answer.rstrip(), "```"]
+    lines += [
+        "",
+        "## More",
+        "",
+        "Artifacts: `report/report.html` (tables and plots), `answer.md`, "
+        "`summary_table.json` (one line per job), `summary.parquet`. "
+        "Child runs: one per job, metrics `time_median_ms`, `err_eps`, `log10_rel_err`.",
+    ]
+    if sweep_line:
+        lines += ["", sweep_line]
+    tags: dict[str, str] = {}
+    if recs:
+        tags["recommended_strategy"] = ", ".join(bests)[:5000]
+    if speedups:
+        tags[f"speedup_vs_{DEFAULT_STRATEGY}"] = ", ".join(speedups)
+    return Overview("\n".join(lines) + "\n", tags)

@@ -1,0 +1,176 @@
+"""What a reviewer sees in the MLflow UI: readable job runs, a parent run that answers, and
+(slow, needs Chromium and Playwright) the real UI in a headless browser."""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+import math
+import shutil
+import sys
+from datetime import datetime, timedelta, timezone
+from pathlib import Path
+
+import pytest
+from mlflow.tracking import MlflowClient
+
+from conftest import QUICK, make_result, mlflow_runs
+from jacbench.recorders.mlflow_run import Tracking, describe_experiment, log_result
+from jacbench.report.overview import jobs_table, overview
+from jacbench.sweep import sweep_name, swept_keys
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def _tracking(tmp_path: Path) -> Tracking:
+    return Tracking.resolve(tmp_path, None, "jacbench")
+
+
+def test_job_run_logs_only_measurements_as_metrics_in_readable_units(tmp_path: Path):
+    started = datetime.now(timezone.utc) - timedelta(seconds=20)
+    result = make_result(
+        rel_err=3.70650037123e-8, started_at=started, n_in=84, n_out=576, tolerance=1.2e-5
+    )
+    tracking = _tracking(tmp_path)
+    run = MlflowClient(tracking.uri).get_run(
+        log_result(result, tracking, {"hidden": 64, "input_shape": None}, {"eps": None})
+    )
+    metrics, params, tags = run.data.metrics, run.data.params, run.data.tags
+    assert set(metrics) == {
+        "time_median_ms",
+        "time_iqr_ms",
+        "first_call_ms",
+        "measure_ms",
+        "peak_mem_mib",
+        "max_abs_err",
+        "rel_err",
+        "log10_rel_err",
+        "err_eps",
+        "within_tol",
+    }
+    assert metrics["time_median_ms"] == 0.1  # 1e-4 s
+    assert metrics["rel_err"] == 3.707e-8  # 4 significant digits: the table shows all of them
+    assert metrics["log10_rel_err"] == pytest.approx(math.log10(3.7065e-8), abs=1e-3)
+    for constant in ("n_in", "n_out", "batch", "seed", "threads", "tolerance", "n_timed"):
+        assert constant in params and constant not in metrics, constant
+    assert params["n_in"] == "84" and params["tolerance"] == "1.2e-05"
+    assert "None" not in params.values() and "model.input_shape" not in params
+    assert params["model.hidden"] == "64"
+    assert run.info.run_name.startswith("jacrev f32 ")
+    assert tags["problem"] == "mlp N=84 M=576 float32 cpu"
+    # The run spans the job's real start and end, not the moment it was recorded.
+    assert run.info.start_time == int(started.timestamp() * 1000)
+    assert run.info.end_time - run.info.start_time >= 19_000
+    (dataset,) = run.inputs.dataset_inputs
+    assert dataset.dataset.name == "mlp N=84 M=576 float32 cpu"
+    assert json.loads(dataset.dataset.profile)["N"] == 84
+
+
+def test_runs_table_can_be_filtered_by_problem(tmp_path: Path):
+    tracking = _tracking(tmp_path)
+    for dtype in ("float32", "float64"):
+        for strategy in ("jacrev", "jacfwd"):
+            log_result(make_result(dtype=dtype, strategy=strategy), tracking, {}, {})
+    client = MlflowClient(tracking.uri)
+    experiment = client.get_experiment_by_name("jacbench")
+    runs = client.search_runs(
+        [experiment.experiment_id], "dataset.name = 'mlp N=3 M=2 float64 cpu'"
+    )
+    assert sorted(r.info.run_name for r in runs) == ["jacfwd f64 mlp", "jacrev f64 mlp"]
+
+
+def test_experiment_gets_a_description_classic_layout_and_a_saved_view(tmp_path: Path):
+    tracking = _tracking(tmp_path)
+    client = MlflowClient(tracking.uri)
+    experiment_id = describe_experiment(tracking, expand_run="abc")
+    tags = client.get_experiment(experiment_id).tags
+    assert "Overview" in tags["mlflow.note.content"]
+    assert tags["mlflow.experimentKind"] == "custom_model_development"
+    view = json.loads(tags["mlflow.sharedViewState.jacbench"])
+    assert "metrics.`time_median_ms`" in view["selectedColumns"]
+    assert view["runsExpanded"] == {"abc": True}
+    client.set_experiment_tag(experiment_id, "mlflow.note.content", "mine")
+    describe_experiment(tracking)  # a user's own description is kept
+    assert client.get_experiment(experiment_id).tags["mlflow.note.content"] == "mine"
+
+
+def test_sweep_name_says_what_was_swept_and_when():
+    keys = swept_keys(["strategy=jacrev,jacfwd", "dtype=float32,float64", "timing=quick"])
+    assert keys == ["strategy", "dtype"]
+    when = datetime(2026, 11, 22, 17, 40)
+    assert sweep_name(keys, None, 4, when) == "strategy, dtype (4 jobs) 2026-11-22 17:40"
+    assert sweep_name(["model"], "seed004", 8, when).startswith("seed004: model (8 jobs)")
+    assert swept_keys(["+experiment=seed004", "strategy=glob(*)"]) == ["strategy"]
+
+
+def _rows():
+    import pandas as pd
+
+    rows = [
+        make_result(strategy="functional", time_median_s=8e-3),
+        make_result(strategy="jacrev", time_median_s=1e-3),
+        make_result(strategy="fd_central", strategy_kind="approximate", within_tol=False),
+    ]
+    return pd.DataFrame([r.__dict__ for r in rows])
+
+
+def test_parent_overview_starts_with_the_answer_and_tags_it():
+    view = overview(_rows(), answer="col1  col2\nabc   1.0", sweep_line="Sweep: 3 jobs")
+    first = view.description.splitlines()[0]
+    assert first == "**Recommended: jacrev** (8.0x faster than `functional`)"
+    assert "- mlp (N=3, M=2) float32 cpu: use **jacrev** (1 ms)" in view.description
+    assert "```text\ncol1  col2\nabc   1.0\n```" in view.description  # columns kept
+    assert view.tags == {"recommended_strategy": "jacrev", "speedup_vs_functional": "8.0x"}
+
+
+def test_jobs_table_is_json_ready_in_milliseconds():
+    table = jobs_table(_rows())
+    assert list(table["time_median_ms"]) == [8.0, 1.0, 0.1]
+    json.dumps(table.to_dict(orient="list"))  # what log_table writes
+    assert "jacobian" not in table.columns
+
+
+def test_sweep_parent_run_answers_through_the_mlflow_api(cli):
+    proc = cli("-m", "strategy=jacrev,functional", *QUICK, timeout=300)
+    assert proc.returncode == 0, proc.stderr
+    uri = f"sqlite:///{cli.folder / 'mlflow.db'}"
+    (parent,), children = mlflow_runs(uri)
+    tags = parent.data.tags
+    assert tags["mlflow.note.content"].startswith("**Recommended: ")
+    assert tags["recommended_strategy"] in {"jacrev", "functional"}
+    assert parent.info.run_name.startswith("strategy (2 jobs) 20")
+    artifacts = {a.path for a in MlflowClient(uri).list_artifacts(parent.info.run_id)}
+    assert "summary_table.json" in artifacts
+    assert sorted(c.info.run_name for c in children) == ["functional f32 mlp", "jacrev f32 mlp"]
+    for child in children:
+        assert child.info.end_time - child.info.start_time >= child.data.metrics["measure_ms"]
+
+
+def _load_script():
+    path = ROOT / "scripts" / "mlflow_ui_check.py"
+    spec = importlib.util.spec_from_file_location("mlflow_ui_check", path)
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[spec.name] = module
+    spec.loader.exec_module(module)
+    return module
+
+
+@pytest.mark.slow
+def test_the_real_ui_shows_the_answer_first(cli, tmp_path: Path):
+    """Starts mlflow server on 127.0.0.1 and reads it in headless Chromium."""
+    pytest.importorskip("playwright.sync_api", reason="pip install playwright")
+    script = _load_script()
+    if not Path(script.CHROMIUM).exists() and not shutil.which("chromium"):
+        pytest.skip("no chromium (apt-get install -y --no-install-recommends chromium)")
+    proc = cli("-m", "strategy=jacrev,jacfwd,functional", "dtype=float32,float64", *QUICK)
+    assert proc.returncode == 0, proc.stderr
+    db, out = cli.folder / "mlflow.db", tmp_path / "screenshots"
+    with script.mlflow_server(db, tmp_path / "server.log") as url:
+        found = script.check_ui(url, db, out)
+    assert found.problems == []
+    assert {p.name for p in found.screenshots} == {
+        "runs_table.png",
+        "parent_overview.png",
+        "report.png",
+    }
+    assert all(p.stat().st_size > 10_000 for p in found.screenshots)
