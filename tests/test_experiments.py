@@ -15,7 +15,10 @@ def run_experiment(cli, name: str, *overrides: str) -> tuple[pd.DataFrame, str]:
     proc = cli(f"+experiment={name}", *overrides, timeout=600)
     assert proc.returncode == 0, proc.stderr
     (summary,) = cli.summaries()
-    answer = (summary.parent / "answer.md").read_text()
+    markdown = (summary.parent / "answer.md").read_text()
+    # A fenced block, so MLflow's markdown viewer keeps the answer's columns.
+    assert markdown.startswith(f"# Answer: {name}\n\n```text\n") and markdown.endswith("```\n")
+    answer = markdown.split("```text\n", 1)[1].rsplit("```", 1)[0]
     assert answer.startswith(name) and "Answer:" in answer and "Answer:" in proc.stdout
     return pd.read_parquet(summary), answer
 

@@ -252,7 +252,8 @@ def answer_experiment(state: SweepState, rows: Any, console: Any) -> str:
     except Exception as exc:
         answer = f"The analysis {state.analysis} could not answer: {type(exc).__name__}: {exc}"
     console.print(Panel(Text(answer), title="answer", expand=False))
-    write_atomic(path, f"# Answer: {state.analysis}\n\n```text\n{answer.rstrip()}\n```\n")
+    title = f"# Answer: {str(state.analysis).partition(':')[0].rpartition('.')[2]}"
+    write_atomic(path, f"{title}\n\n```text\n{answer.rstrip()}\n```\n")
     return answer
 
 
