@@ -149,7 +149,6 @@ def test_slurm_launcher_config_composes_with_cluster_defaults(cli):
     for text in (
         "SlurmLauncher",
         "timeout_min: 60",
-        "gpus_per_task: 1",
         "array_parallelism: 32",
         "setup:",
     ):

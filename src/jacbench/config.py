@@ -83,6 +83,16 @@ def conf_dir() -> Path:
     raise RuntimeError(f"jacbench's conf/ tree was not found next to {here}")
 
 
+def gpus_for_device(device: str, gpus: int) -> int | None:
+    """GPUs a launcher preset asks for: ``gpus`` for a CUDA device, none otherwise (a CPU
+    partition refuses any GPU request)."""
+    return gpus if str(device).startswith("cuda") else None
+
+
+# ${jacbench_gpus:${device.name},1} in conf/hydra/launcher/slurm.yaml
+OmegaConf.register_new_resolver("jacbench_gpus", gpus_for_device, replace=True)
+
+
 def register_configs(registry: Registry) -> None:
     """Make every registered strategy a valid ``strategy=<name>`` with typed options."""
     cs = ConfigStore.instance()

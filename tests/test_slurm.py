@@ -1,0 +1,83 @@
+"""Sweeps on a real one-node SLURM cluster (scripts/slurm_local.sh), as a user runs them."""
+
+from __future__ import annotations
+
+import os
+import re
+import shutil
+import subprocess
+from pathlib import Path
+
+import pytest
+from hydra import compose, initialize_config_dir
+from omegaconf import OmegaConf
+
+from conftest import QUICK, mlflow_runs
+from jacbench.config import conf_dir, register_configs
+from jacbench.registry import load_registry
+
+SCRIPT = Path(__file__).resolve().parents[1] / "scripts" / "slurm_local.sh"
+CPU = ["hydra/launcher=slurm_cpu"]
+register_configs(load_registry())  # strategy=<name> choices for compose()
+
+
+@pytest.fixture(scope="module")
+def cluster() -> None:
+    """Bring the local cluster up (quick when `.ci/run` already did); skip where it cannot run."""
+    if os.geteuid() != 0:
+        pytest.skip("the local SLURM cluster needs root (scripts/slurm_local.sh installs it)")
+    if shutil.which("sbatch") is None and shutil.which("apt-get") is None:
+        pytest.skip("no SLURM and no apt-get to install it")
+    up = subprocess.run([SCRIPT, "up"], capture_output=True, text=True, timeout=600)
+    assert up.returncode == 0, up.stderr
+
+
+def launcher(*overrides: str):
+    """The resolved hydra.launcher node of a composed config, as the launcher receives it."""
+    with initialize_config_dir(str(conf_dir()), version_base="1.3"):
+        cfg = compose("config", overrides=list(overrides), return_hydra_config=True)
+    return OmegaConf.to_container(cfg.hydra.launcher, resolve=True)
+
+
+def test_gpu_preset_asks_for_a_gpu_only_for_cuda():
+    assert launcher("hydra/launcher=slurm", "device=cuda")["gpus_per_task"] == 1
+    assert launcher("hydra/launcher=slurm", "device=cpu")["gpus_per_task"] is None
+    cpu = launcher("hydra/launcher=slurm_cpu", "hydra.launcher.mem_gb=4")
+    assert (cpu["gpus_per_task"], cpu["cpus_per_task"], cpu["mem_gb"]) == (None, 1, 4)
+
+
+def array_job(folder: Path) -> str:
+    """The SLURM array job id of the sweep launched from ``folder`` (from submitit's folder)."""
+    names = {p.name for p in folder.glob("multirun/*/*/.submitit/*_*")}
+    ids = {re.match(r"(\d+)_", n).group(1) for n in names if re.match(r"\d+_\d+$", n)}
+    assert len(ids) == 1, names
+    return ids.pop()
+
+
+@pytest.mark.slow
+def test_a_sweep_runs_as_a_slurm_array_is_accounted_and_resumes(cluster, cli):
+    grid = ["-m", "strategy=jacrev,jacfwd", "dtype=float32,float64", *CPU, *QUICK]
+    proc = cli(*grid, timeout=300)
+    assert proc.returncode == 0, proc.stderr
+    assert "4/4 jobs recorded: 4 ok" in proc.stdout
+    rows = cli.results()
+    assert len(rows) == 4 and set(rows["status"]) == {"ok"}
+    parents, children = mlflow_runs(f"sqlite:///{cli.folder / 'mlflow.db'}")
+    assert len(parents) == 1 and len(children) == 4
+    assert {c.data.tags["mlflow.parentRunId"] for c in children} == {parents[0].info.run_id}
+    job = array_job(cli.folder)
+    states = subprocess.run(
+        ["sacct", "-n", "-X", "-j", job, "-o", "State"], capture_output=True, text=True
+    ).stdout.split()
+    assert states == ["COMPLETED"] * 4, states
+
+    again = cli(*grid, timeout=300)
+    assert again.returncode == 0, again.stderr
+    assert "4 already done (resumed)" in again.stdout  # the jobs' own lines go to SLURM logs
+
+
+@pytest.mark.slow
+def test_an_impossible_request_fails_at_submit_with_slurms_message(cluster, cli):
+    proc = cli("-m", "strategy=jacrev", *CPU, "hydra.launcher.cpus_per_task=512", *QUICK)
+    assert proc.returncode != 0
+    assert "Batch job submission failed: More processors requested" in proc.stderr
