@@ -89,6 +89,11 @@ def test_experiment_gets_a_description_classic_layout_and_a_saved_view(tmp_path:
     view = json.loads(tags["mlflow.sharedViewState.jacbench"])
     assert "metrics.`time_median_ms`" in view["selectedColumns"]
     assert view["runsExpanded"] == {"abc": True}
+    assert view["columnOrder"][:3] == [
+        "attributes.`Run Name`",
+        "attributes.`Dataset`",
+        "metrics.`time_median_ms`",
+    ]
     client.set_experiment_tag(experiment_id, "mlflow.note.content", "mine")
     describe_experiment(tracking)  # a user's own description is kept
     assert client.get_experiment(experiment_id).tags["mlflow.note.content"] == "mine"

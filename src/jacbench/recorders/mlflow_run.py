@@ -327,7 +327,9 @@ def describe_experiment(tracking: Tracking, expand_run: str = "") -> str:
         {
             "selectedColumns": VIEW_COLUMNS,
             "runsExpanded": {expand_run: True} if expand_run else {},
-            "columnWidths": {"attributes.`Run Name`": 250, "attributes.`Dataset`": 250},
+            # MLflow applies widths only along a column order: run name, problem, numbers.
+            "columnOrder": ["attributes.`Run Name`", *VIEW_COLUMNS],
+            "columnWidths": {"attributes.`Run Name`": 280, "attributes.`Dataset`": 230},
             "runListHidden": False,
         }
     )
