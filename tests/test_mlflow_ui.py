@@ -140,6 +140,8 @@ def test_sweep_parent_run_answers_through_the_mlflow_api(cli):
     assert proc.returncode == 0, proc.stderr
     uri = f"sqlite:///{cli.folder / 'mlflow.db'}"
     (parent,), children = mlflow_runs(uri)
+    assert f"mlflow ui --backend-store-uri {uri}" in proc.stdout  # where to look
+    assert f"/runs/{parent.info.run_id}?workflowType=machine_learning" in proc.stdout
     tags = parent.data.tags
     assert tags["mlflow.note.content"].startswith("**Recommended: ")
     assert tags["recommended_strategy"] in {"jacrev", "functional"}

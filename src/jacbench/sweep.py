@@ -34,6 +34,7 @@ from jacbench.recorders.mlflow_run import (
     Tracking,
     finish_parent_run,
     start_parent_run,
+    ui_hint,
 )
 from jacbench.recorders.parquet import read_files, write_atomic, write_table
 from jacbench.result import SCHEMA
@@ -236,6 +237,7 @@ def close_sweep(state: SweepState) -> int:
                     table=jobs_table(rows),
                 )
             finish_parent_run(tracking, state.parent_run_id, outcome)
+            console.print(ui_hint(tracking, state.parent_run_id), soft_wrap=True)
         except Exception as exc:
             console.print(f"[bold yellow]could not close MLflow parent run: {exc}[/]")
     state.finished, state.exit_code = True, int(failed)

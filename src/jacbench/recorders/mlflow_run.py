@@ -309,6 +309,15 @@ def view_url(base: str, experiment_id: str, run_id: str = "") -> str:
     return f"{base}/#/experiments/{experiment_id}/{path}?{query}"
 
 
+def ui_hint(tracking: Tracking, run_id: str) -> str:
+    """Where to see ``run_id`` in the MLflow UI (a local store needs ``mlflow ui`` first)."""
+    experiment_id = _client(tracking).get_run(run_id).info.experiment_id
+    if tracking.uri.startswith(("http:", "https:")):
+        return f"MLflow: {view_url(tracking.uri.rstrip('/'), experiment_id, run_id)}"
+    url = view_url("http://127.0.0.1:5000", experiment_id, run_id)
+    return f"MLflow: mlflow ui --backend-store-uri {tracking.uri} , then open {url}"
+
+
 def describe_experiment(tracking: Tracking, expand_run: str = "") -> str:
     """Describe the experiment, save the runs table's view (readable columns, sweeps
     expanded), and ask for the classic model-training layout (``mlflow.experimentKind``,
