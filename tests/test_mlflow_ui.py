@@ -181,3 +181,19 @@ def test_the_real_ui_shows_the_answer_first(cli, tmp_path: Path):
         "report.png",
     }
     assert all(p.stat().st_size > 10_000 for p in found.screenshots)
+
+
+def test_parent_overview_says_when_nothing_finished_or_the_winner_is_unsettled():
+    import pandas as pd
+
+    skipped = make_result(status="skipped", error_message="no CUDA", time_median_s=None)
+    view = overview(pd.DataFrame([skipped.__dict__]))
+    assert view.description.startswith("**Recommended: none finished**")
+    assert "no strategy finished (1 skipped)" in view.description
+    assert "within tolerance" not in view.description.split("\n\n")[1]
+    noisy = [
+        make_result(strategy="jacrev", time_median_s=1.00e-3, time_iqr_s=5e-4),
+        make_result(strategy="jacfwd", time_median_s=1.01e-3, time_iqr_s=5e-4),
+    ]
+    view = overview(pd.DataFrame([r.__dict__ for r in noisy]))
+    assert "(not settled)" in view.tags["recommended_strategy"]

@@ -69,8 +69,11 @@ class Recommendation:
     runner_up_slower: float | None  # runner-up time / best time
     speedup_vs_default: float | None  # default (functional) time / best time
     unsettled: str = ""  # why the order of best and runner-up is not settled, if it is not
+    none_finished: str = ""  # when no job of the problem ended ok: what happened instead
 
     def sentence(self) -> str:
+        if self.best is None and self.none_finished:
+            return f"{self.problem}: no strategy finished ({self.none_finished})."
         if self.best is None:
             return f"{self.problem}: no strategy was within tolerance."
         if self.unsettled:
@@ -93,7 +96,12 @@ def recommend(problem: str, rows: pd.DataFrame) -> Recommendation:
     """The fastest strategy whose verdict is within tolerance, and the runner-up."""
     candidates = good(rows).dropna(subset=["time_median_s"]).sort_values("time_median_s")
     if candidates.empty:
-        return Recommendation(problem, None, None, None, None, None)
+        finished = latest_ok(rows)
+        counts = rows["status"].astype(str).value_counts()
+        what = ", ".join(f"{n} {status}" for status, n in sorted(counts.items()))
+        return Recommendation(
+            problem, None, None, None, None, None, none_finished="" if len(finished) else what
+        )
     best = candidates.iloc[0]
     runner = candidates.iloc[1] if len(candidates) > 1 else None
     base = default_time(rows)

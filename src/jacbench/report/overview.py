@@ -12,7 +12,7 @@ from dataclasses import dataclass, field
 
 import pandas as pd
 
-from jacbench.report.analysis import recommend
+from jacbench.report.analysis import Recommendation, recommend
 from jacbench.report.problems import DEFAULT_STRATEGY, normalise, problems
 
 # The summary table's columns, in units read at a glance (what log_table shows).
@@ -47,12 +47,19 @@ def jobs_table(rows: pd.DataFrame) -> pd.DataFrame:
     return table
 
 
+def _choice(rec: Recommendation) -> str:
+    """The recommendation in a few words, honest about unsettled or missing answers."""
+    if rec.best is None:
+        return "none finished" if rec.none_finished else "none within tolerance"
+    return f"{rec.best} or {rec.runner_up} (not settled)" if rec.unsettled else rec.best
+
+
 def overview(rows: pd.DataFrame, answer: str = "", sweep_line: str = "") -> Overview:
     """The parent run's description and tags from the sweep's rows. The description's first
     line is the answer in one line (the runs table shows only that line)."""
     rows, _ = normalise(rows)
     recs = [recommend(title, group) for title, group in problems(rows)]
-    bests = list(dict.fromkeys(rec.best or "none within tolerance" for rec in recs))
+    bests = list(dict.fromkeys(_choice(rec) for rec in recs))
     first = "**Recommended: " + ", ".join(bests) + "**" if recs else "Nothing was recorded."
     speedups = [f"{r.speedup_vs_default:.1f}x" for r in recs if r.speedup_vs_default]
     if speedups:
