@@ -6,13 +6,15 @@ import os
 import re
 import shutil
 import subprocess
+import sys
+import time
 from pathlib import Path
 
 import pytest
 from hydra import compose, initialize_config_dir
 from omegaconf import OmegaConf
 
-from conftest import QUICK, mlflow_runs
+from conftest import QUICK, clean_env, mlflow_runs
 from jacbench.config import conf_dir, register_configs
 from jacbench.registry import load_registry
 
@@ -81,3 +83,46 @@ def test_an_impossible_request_fails_at_submit_with_slurms_message(cluster, cli)
     proc = cli("-m", "strategy=jacrev", *CPU, "hydra.launcher.cpus_per_task=512", *QUICK)
     assert proc.returncode != 0
     assert "Batch job submission failed: More processors requested" in proc.stderr
+
+
+def running_task(index: int, timeout: float = 120) -> str:
+    """The SLURM id (``<array>_<index>``) of a running jacbench task, once it runs."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        out = subprocess.run(
+            ["squeue", "-h", "-n", "jacbench", "-t", "R", "-o", "%i"],
+            capture_output=True,
+            text=True,
+        ).stdout.split()
+        found = [t for t in out if t.endswith(f"_{index}")]
+        if found:
+            return found[0]
+        time.sleep(0.5)
+    raise AssertionError(f"task {index} never ran")
+
+
+@pytest.mark.slow
+def test_a_cancelled_task_is_reported_the_others_counted_and_a_rerun_redoes_only_it(cluster, cli):
+    # job 0 measures for 20 s and is cancelled while jobs 1-3 run and finish after it died
+    grid = ["-m", "timing.min_run_time=20,0.05,0.06,0.07", *CPU, "timing.warmup=0"]
+    sweep = subprocess.Popen(
+        [sys.executable, "-m", "jacbench", *grid],
+        cwd=cli.folder,
+        env=clean_env(),
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+    )
+    task = running_task(0)
+    subprocess.run(["scancel", task], check=True)
+    out, _ = sweep.communicate(timeout=240)  # the launcher does not hang on the dead task
+    assert sweep.returncode == 1, out
+    assert re.search(rf"SLURM task {task} \(.*\) did not complete: .*CANCELLED", out), out
+    assert "3/4 jobs recorded: 3 ok" in out and "1 without a record" in out
+    parents, children = mlflow_runs(f"sqlite:///{cli.folder / 'mlflow.db'}")
+    assert len(parents) == 1 and len(children) == 3
+    assert parents[0].data.metrics["n_ok"] == 3 and parents[0].data.metrics["n_missing"] == 1
+
+    again = cli(*grid, timeout=300)
+    assert again.returncode == 0, again.stderr
+    assert "4/4 jobs recorded: 4 ok" in again.stdout and "3 already done" in again.stdout
