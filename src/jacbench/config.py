@@ -30,6 +30,11 @@ class DeviceConfig:
     name: str = "cpu"  # cpu, cuda or cuda:<index>
 
 
+MAX_MIN_RUN_TIME = 3600.0  # seconds
+MAX_WARMUP = 10_000  # calls
+MAX_THREADS = 1024
+
+
 @dataclass
 class TimingConfig:
     min_run_time: float = 0.2  # seconds of timed calls (torch.utils.benchmark.blocked_autorange)
@@ -38,12 +43,20 @@ class TimingConfig:
     memory: bool = True  # measure peak memory of one extra call
 
     def __post_init__(self) -> None:
-        if not self.min_run_time > 0:
-            raise ConfigError(f"timing.min_run_time must be > 0 seconds, got {self.min_run_time}")
-        if self.warmup < 0:
-            raise ConfigError(f"timing.warmup must be >= 0 calls, got {self.warmup}")
-        if self.threads < 1:
-            raise ConfigError(f"timing.threads must be >= 1, got {self.threads}")
+        # Bounded on both sides: an infinite or huge setting would hang the job, not fail it.
+        if not 0 < self.min_run_time <= MAX_MIN_RUN_TIME:
+            raise ConfigError(
+                f"timing.min_run_time must be > 0 and <= {MAX_MIN_RUN_TIME:g} seconds, "
+                f"got {self.min_run_time}"
+            )
+        if not 0 <= self.warmup <= MAX_WARMUP:
+            raise ConfigError(
+                f"timing.warmup must be >= 0 and <= {MAX_WARMUP} calls, got {self.warmup}"
+            )
+        if not 1 <= self.threads <= MAX_THREADS:
+            raise ConfigError(
+                f"timing.threads must be >= 1 and <= {MAX_THREADS}, got {self.threads}"
+            )
 
 
 @dataclass

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import dataclasses
 import os
+import sys
 import tempfile
 from collections.abc import Iterable
 from pathlib import Path
@@ -26,6 +27,7 @@ def write_atomic(path: Path, data: str | pa.Table) -> None:
     path.parent.mkdir(parents=True, exist_ok=True)
     fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
     try:
+        os.chmod(tmp, 0o666 & ~_umask())  # mkstemp makes 0600: collaborators could not read it
         if isinstance(data, str):
             with os.fdopen(fd, "w") as handle:
                 handle.write(data)
@@ -36,6 +38,42 @@ def write_atomic(path: Path, data: str | pa.Table) -> None:
     except BaseException:
         Path(tmp).unlink(missing_ok=True)
         raise
+
+
+def _umask() -> int:
+    """The process's umask (reading it means setting it; set it straight back)."""
+    mask = os.umask(0o022)
+    os.umask(mask)
+    return mask
+
+
+QUARANTINE = ".quarantine"  # unreadable result files are moved here, never deleted
+
+
+def quarantine(path: Path, error: Exception) -> None:
+    """Move an unreadable result file aside (so it blocks no job or report) and say so."""
+    target = path.parent / QUARANTINE / path.name
+    try:
+        target.parent.mkdir(exist_ok=True)
+        os.replace(path, target)
+        where = f"moved to {target}"
+    except OSError as move_error:
+        where = f"left in place ({move_error.strerror})"
+    print(f"jacbench: skipped unreadable result file {path} ({error}); {where}", file=sys.stderr)
+
+
+def _read_one(path: Path) -> pa.Table | None:
+    """The file's table with jacbench's column types, or None (quarantined) if it has none."""
+    try:
+        table = pq.read_table(path)
+        for name in set(SCHEMA.names) & set(table.column_names):
+            index = table.column_names.index(name)
+            column = table.column(index).cast(SCHEMA.field(name).type)
+            table = table.set_column(index, SCHEMA.field(name), column)
+        return table
+    except (OSError, pa.ArrowException) as error:
+        quarantine(path, error)
+        return None
 
 
 def result_filename(result: Result) -> str:
@@ -59,7 +97,9 @@ def read_files(paths: Iterable[Path]) -> pd.DataFrame:
     are read one by one, so files of an older jacbench (fewer columns) still load."""
     tables, missing = [], set()
     for path in paths:
-        table = pq.read_table(path)
+        table = _read_one(path)
+        if table is None:
+            continue
         missing |= set(SCHEMA.names) - set(table.column_names)
         tables.append(table.append_column("_file", pa.array([str(path)] * len(table))))
     if not tables:
@@ -82,7 +122,10 @@ def find_done_result(folder: Path, config_hash: str) -> Path | None:
     """The newest file under ``folder`` whose row for this config_hash is ``ok`` or
     ``skipped`` (the strategy cannot apply: running it again would not change that)."""
     for path in sorted(Path(folder).glob(f"*_{config_hash}_*.parquet"), reverse=True):
-        status = pq.read_table(path, columns=["status"]).column("status").to_pylist()
+        table = _read_one(path)
+        if table is None or "status" not in table.column_names:
+            continue
+        status = table.column("status").to_pylist()
         if status and status[0] in DONE_STATUSES:
             return path
     return None
