@@ -126,3 +126,18 @@ def test_a_cancelled_task_is_reported_the_others_counted_and_a_rerun_redoes_only
     again = cli(*grid, timeout=300)
     assert again.returncode == 0, again.stderr
     assert "4/4 jobs recorded: 4 ok" in again.stdout and "3 already done" in again.stdout
+
+
+def test_a_pending_task_is_named_with_squeues_reason(cluster):
+    from hydra_plugins.jacbench_launcher.waiting_slurm import pending_reasons
+
+    held = subprocess.run(
+        ["sbatch", "--parsable", "--hold", "-o", "/dev/null", "--wrap", "true"],
+        capture_output=True,
+        text=True,
+        check=True,
+    ).stdout.strip()
+    try:
+        assert pending_reasons([held]) == [f"{held} pending (JobHeldUser)"]
+    finally:
+        subprocess.run(["scancel", held], check=True)
