@@ -113,3 +113,28 @@ def mlflow_runs(tracking_uri: str) -> tuple[list, list]:
 @pytest.fixture
 def cli(tmp_path: Path) -> Cli:
     return Cli(tmp_path)
+
+
+LAUNCH_FAST = ["timing=quick", "timing.memory=false", "mlflow.enabled=false"]
+
+
+@pytest.fixture
+def launch(tmp_path, monkeypatch, capsys):
+    """``python -m jacbench ARGS`` in process from a scratch folder: (exit code, the
+    ``jacbench:`` lines of stderr, everything printed)."""
+    from jacbench import app  # imported here: conftest stays light for every test
+
+    monkeypatch.chdir(tmp_path)
+
+    def run(*args: str) -> tuple[int, list[str], str]:
+        monkeypatch.setattr(sys, "argv", ["jacbench", *args, *LAUNCH_FAST])
+        try:
+            app.main()
+            code = 0
+        except SystemExit as exc:
+            code = exc.code if isinstance(exc.code, int) else 1
+        out = capsys.readouterr()
+        lines = [line for line in out.err.splitlines() if line.startswith("jacbench:")]
+        return code, lines, out.out + out.err
+
+    return run

@@ -12,31 +12,8 @@ from pathlib import Path
 
 import pytest
 
-from jacbench import app
 from jacbench.recorders.parquet import read_results
 from jacbench.report.__main__ import main as report_main
-
-FAST = ["timing=quick", "timing.memory=false", "mlflow.enabled=false"]
-
-
-@pytest.fixture
-def launch(tmp_path, monkeypatch, capsys):
-    """``python -m jacbench ARGS`` in process from a scratch folder: (exit code, the
-    ``jacbench:`` lines of stderr, everything printed)."""
-    monkeypatch.chdir(tmp_path)
-
-    def run(*args: str) -> tuple[int, list[str], str]:
-        monkeypatch.setattr(sys, "argv", ["jacbench", *args, *FAST])
-        try:
-            app.main()
-            code = 0
-        except SystemExit as exc:
-            code = exc.code if isinstance(exc.code, int) else 1
-        out = capsys.readouterr()
-        lines = [line for line in out.err.splitlines() if line.startswith("jacbench:")]
-        return code, lines, out.out + out.err
-
-    return run
 
 
 def broken_yaml(folder: Path) -> str:

@@ -5,6 +5,8 @@ from __future__ import annotations
 
 import math
 import os
+import resource
+import signal
 import stat
 from pathlib import Path
 
@@ -61,3 +63,37 @@ def test_a_type_conflicting_file_is_skipped_and_named(tmp_path: Path, capsys) ->
 def test_every_timing_setting_is_bounded(setting: dict) -> None:
     with pytest.raises(ConfigError, match=f"timing.{next(iter(setting))} must be"):
         TimingConfig(**setting)
+
+
+@pytest.mark.parametrize("sweep", [[], ["-m", "strategy=jacrev,jacfwd"]])
+def test_an_unwritable_results_dir_is_refused_before_measuring(launch, tmp_path, sweep):
+    (tmp_path / "afile").write_text("x")
+    code, lines, printed = launch(*sweep, "results_dir=afile", "report=false")
+    assert code == 1 and "results_dir=afile: cannot write result files there" in lines[0]
+    assert "Traceback" not in printed
+    assert "jacrev" not in printed  # nothing was measured
+    assert not list(tmp_path.rglob("*.parquet"))
+
+
+@pytest.mark.skipif(os.geteuid() == 0, reason="root writes into read-only folders")
+def test_a_read_only_results_dir_is_refused_before_measuring(launch, tmp_path):
+    (tmp_path / "ro").mkdir(mode=0o555)
+    code, lines, _ = launch("results_dir=ro")
+    assert code == 1 and "results_dir=ro: cannot write result files there" in lines[0]
+
+
+def test_a_result_that_cannot_be_written_is_printed_and_says_so(launch, tmp_path):
+    """A full disk, made real by a file-size limit: the result is printed, never lost."""
+    old_handler = signal.signal(signal.SIGXFSZ, signal.SIG_IGN)  # EFBIG instead of a kill
+    soft, hard = resource.getrlimit(resource.RLIMIT_FSIZE)
+    resource.setrlimit(resource.RLIMIT_FSIZE, (10_000, hard))  # Hydra fits, a row not
+    try:
+        code, lines, printed = launch("strategy=jacrev")
+    finally:
+        resource.setrlimit(resource.RLIMIT_FSIZE, (soft, hard))
+        signal.signal(signal.SIGXFSZ, old_handler)
+    assert code == 1, printed
+    assert "jacrev" in printed  # the measurement is on screen
+    assert len(lines) == 1 and "was NOT written to" in lines[0], printed
+    assert "nothing was written there" in lines[0] and "Traceback" not in printed
+    assert not list((tmp_path / "results").glob("*.parquet"))

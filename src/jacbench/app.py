@@ -110,7 +110,17 @@ def run(cfg: DictConfig) -> None:
         return
     with refusing():
         check_results_dir(cfg.results_dir)
-    result, _ = record(execute(cfg, REGISTRY), cfg, launch_dir, console)
+    measured = execute(cfg, REGISTRY)
+    try:
+        result, _ = record(measured, cfg, launch_dir, console)
+    except OSError as exc:  # e.g. the disk filled during the job: the measurement is not lost
+        print_result(measured, console)
+        print(
+            f"jacbench: the result above was NOT written to {results_dir(cfg, launch_dir)} "
+            f"({exc.strerror or exc}); nothing was written there",
+            file=sys.stderr,
+        )
+        raise SystemExit(1) from None
     print_result(result, console)
     if not result.ok:
         print(f"jacbench: {result.status}: {result.error_message}", file=sys.stderr)

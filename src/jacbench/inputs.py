@@ -5,7 +5,9 @@ from __future__ import annotations
 
 import contextlib
 import importlib
+import os
 from collections.abc import Callable, Iterator
+from pathlib import Path
 from typing import Any
 
 from jacbench.errors import ConfigError, LaunchRefused
@@ -19,6 +21,21 @@ def check_results_dir(value: object) -> None:
         raise ConfigError(
             f"results_dir={value or ''!s} is empty; give a folder for the parquet files "
             "(default: results; relative paths are under the launch folder)"
+        )
+    # Found now, not after every job has been measured; nothing is created here.
+    folder = Path(str(value)).absolute()  # relative to the launch folder (the working dir)
+    existing = next(p for p in (folder, *folder.parents) if p.exists())
+    problem = (
+        f"{existing} is not a folder"
+        if not existing.is_dir()
+        else f"{existing} is not writable"
+        if not os.access(existing, os.W_OK | os.X_OK)
+        else ""
+    )
+    if problem:
+        raise ConfigError(
+            f"results_dir={value}: cannot write result files there ({problem}); "
+            "give a folder you can write to"
         )
 
 
