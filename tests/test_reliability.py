@@ -8,13 +8,16 @@ import os
 import resource
 import signal
 import stat
+import subprocess
+import sys
 from pathlib import Path
 
 import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
+from hydra.experimental.callback import Callback
 
-from conftest import make_result
+from conftest import make_result, mlflow_runs
 from jacbench.config import TimingConfig
 from jacbench.errors import ConfigError
 from jacbench.recorders.parquet import (
@@ -97,3 +100,85 @@ def test_a_result_that_cannot_be_written_is_printed_and_says_so(launch, tmp_path
     assert len(lines) == 1 and "was NOT written to" in lines[0], printed
     assert "nothing was written there" in lines[0] and "Traceback" not in printed
     assert not list((tmp_path / "results").glob("*.parquet"))
+
+
+def run_jacbench(monkeypatch, capsys, *args: str) -> tuple[int, str]:
+    """``python -m jacbench ARGS`` in process (MLflow on, sqlite in the launch folder)."""
+    from jacbench import app
+
+    monkeypatch.setattr(sys, "argv", ["jacbench", *args, "timing=quick", "timing.memory=false"])
+    try:
+        app.main()
+        code = 0
+    except SystemExit as exc:
+        code = exc.code if isinstance(exc.code, int) else 1
+    out = capsys.readouterr()
+    return code, out.out + out.err
+
+
+class FillDisk(Callback):
+    """Fills the sweep folder's file system once the jobs ran (Hydra calls the callbacks'
+    on_multirun_end in reverse order, so this comes before jacbench's summary)."""
+
+    def __init__(self, folder: str) -> None:
+        self.folder = Path(folder)
+
+    def on_multirun_end(self, config, **kwargs) -> None:
+        with open(self.folder / "filler", "wb") as handle:
+            try:
+                while True:
+                    handle.write(b"\0" * 65536)
+                    handle.flush()
+            except OSError:
+                pass
+
+
+@pytest.fixture
+def full_disk(tmp_path: Path):
+    """A real 2 MiB tmpfs for the sweep folder (root only), unmounted afterwards."""
+    folder = tmp_path / "small"
+    folder.mkdir()
+    mounted = subprocess.run(
+        ["mount", "-t", "tmpfs", "-o", "size=2m", "tmpfs", str(folder)], capture_output=True
+    )
+    if mounted.returncode != 0:
+        pytest.skip(f"cannot mount a tmpfs here: {mounted.stderr.decode().strip()}")
+    yield folder
+    subprocess.run(["umount", "-l", str(folder)], check=False)
+
+
+@pytest.mark.parametrize("fault", ["disk_full", "summary_path_taken"])
+def test_a_sweep_whose_summary_cannot_be_written_closes_its_parent_run(
+    fault, tmp_path, monkeypatch, capsys, request
+):
+    """The summary write fails for real: the parent run ends FAILED with the reason, the
+    user gets one line, the jobs' rows are kept."""
+    monkeypatch.chdir(tmp_path)
+    if fault == "disk_full":
+        sweep_dir = request.getfixturevalue("full_disk")
+        extra = [
+            f"+hydra.callbacks.fill._target_={__name__}.FillDisk",
+            f"+hydra.callbacks.fill.folder={sweep_dir}",
+        ]
+    else:
+        sweep_dir = tmp_path / "sw"
+        (sweep_dir / "summary.parquet").mkdir(parents=True)  # a folder where the file goes
+        extra = []
+    code, printed = run_jacbench(
+        monkeypatch,
+        capsys,
+        "-m",
+        "strategy=jacrev,jacfwd",
+        "report=false",
+        f"hydra.sweep.dir={sweep_dir}",
+        *extra,
+    )
+    assert code == 1, printed
+    lines = [line for line in printed.splitlines() if line.startswith("jacbench:")]
+    assert len(lines) == 1 and "sweep summary could not be written" in lines[0], printed
+    assert "Traceback" not in printed
+    assert len(read_results(tmp_path / "results")) == 2  # every job's row kept
+    parents, children = mlflow_runs(f"sqlite:///{tmp_path / 'mlflow.db'}")
+    assert [p.info.status for p in parents] == ["FAILED"]
+    assert "summary not written" in parents[0].data.tags["error_message"]
+    assert sorted(c.info.status for c in children) == ["FINISHED", "FINISHED"]

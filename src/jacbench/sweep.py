@@ -9,9 +9,11 @@ state file in the sweep folder, which works for in-process, joblib and submitit 
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import json
 import os
+import sys
 from dataclasses import dataclass
 from datetime import datetime, timezone
 from pathlib import Path
@@ -174,9 +176,45 @@ SUMMARY_SCHEMA = pa.schema(
 
 def close_sweep(state: SweepState) -> int:
     """Summary parquet and table, parent run closed; returns the sweep's exit code
-    (1 when a job failed or left no record). Safe to call twice."""
+    (1 when a job failed or left no record, or the summary could not be written). The
+    parent run is closed whatever happens here (FAILED, with the reason, if this fails).
+    Safe to call twice."""
     if state.finished:
         return state.exit_code
+    console = make_console()
+    outcome = ParentOutcome({}, failed=True, reason="the sweep's summary failed")
+    try:
+        outcome = summarise(state, console)
+    except BaseException as exc:
+        reason = " ".join(str(exc).split())[:300]
+        outcome = dataclasses.replace(outcome, reason=f"{type(exc).__name__}: {reason}")
+        raise
+    finally:
+        close_parent(state, outcome, console)
+        state.finished, state.exit_code = True, int(outcome.failed)
+        with contextlib.suppress(OSError):  # a full disk: this process knows it is closed
+            state.save()
+    return state.exit_code
+
+
+def write_summary(path: Path, rows: Any) -> str:
+    """Write the summary parquet; returns why it could not be written ("" when it was)."""
+    try:
+        write_table(path, rows, SUMMARY_SCHEMA)
+        return ""
+    except OSError as exc:
+        why = exc.strerror or str(exc)
+        print(
+            f"jacbench: the sweep summary could not be written to {path} ({why}); every job's "
+            "row is kept in the results folder (python -m jacbench.report reads them)",
+            file=sys.stderr,
+        )
+        return f"summary not written to {path}: {why}"
+
+
+def summarise(state: SweepState, console: Any) -> ParentOutcome:
+    """Collect the jobs' rows, write the summary (and answer, report), print the table;
+    returns what the parent run shows."""
     records = {r["job_num"]: r for r in state.job_records()}
     rows = read_files([Path(r["result_file"]) for r in records.values()])
     if len(rows):
@@ -186,19 +224,20 @@ def close_sweep(state: SweepState) -> int:
         rows = rows.drop(columns="_file").sort_values("job_num").reset_index(drop=True)
     missing = sorted(set(range(state.total)) - set(records))
     summary_path = Path(state.sweep_dir) / "summary.parquet"
-    write_table(summary_path, rows, SUMMARY_SCHEMA)
+    not_written = write_summary(summary_path, rows)
     counts = {s.value: int((rows["status"] == s).sum()) if len(rows) else 0 for s in Status}
     n_resumed = int(rows["resumed"].sum()) if len(rows) else 0
-    console = make_console()
     if records:
         console.print(summary_table(rows, missing))
-    failed = counts["failed"] > 0 or bool(missing)
+    failed = counts["failed"] > 0 or bool(missing) or bool(not_written)
     console.print(
         f"[bold]{len(rows)}/{state.total} jobs recorded[/]: {counts['ok']} ok, "
         f"{counts['failed']} failed, {counts['skipped']} skipped, {n_resumed} already done "
-        f"(resumed), {len(missing)} without a record. Summary: {summary_path}"
+        f"(resumed), {len(missing)} without a record. "
+        + (f"Summary: {summary_path}" if not not_written else "No summary file.")
     )
-    artifacts = [summary_path, Path(state.sweep_dir) / "multirun.yaml"]
+    artifacts = [Path(state.sweep_dir) / "multirun.yaml"]
+    artifacts += [summary_path] if not not_written else []
     answer = ""
     if state.analysis and len(rows):
         answer = answer_experiment(state, rows, console)
@@ -213,12 +252,12 @@ def close_sweep(state: SweepState) -> int:
             console.print(f"Report: {report_dir / 'report.html'}")
         except Exception as exc:  # a report problem must not lose the sweep's records
             console.print(f"[bold yellow]could not write the report: {exc}[/]")
-    if state.tracking and state.parent_run_id:
-        tracking = Tracking(**state.tracking)
-        metrics = {f"n_{k}": float(v) for k, v in counts.items()}
-        metrics.update(
-            n_jobs=float(state.total), n_resumed=float(n_resumed), n_missing=float(len(missing))
-        )
+    metrics = {f"n_{k}": float(v) for k, v in counts.items()}
+    metrics.update(
+        n_jobs=float(state.total), n_resumed=float(n_resumed), n_missing=float(len(missing))
+    )
+    outcome = ParentOutcome(metrics, artifacts=artifacts, failed=failed, reason=not_written)
+    if state.tracking and state.parent_run_id and len(rows):
         sweep_line = (
             f"Sweep: `{' '.join(state.overrides) or '(no overrides)'}`: {len(rows)}/"
             f"{state.total} jobs recorded, {counts['ok']} ok, {counts['failed']} failed, "
@@ -227,22 +266,26 @@ def close_sweep(state: SweepState) -> int:
         try:
             from jacbench.report.overview import jobs_table, overview  # matplotlib: lazily
 
-            outcome = ParentOutcome(metrics, artifacts=artifacts, failed=failed)
-            if len(rows):
-                view = overview(rows, answer, sweep_line)
-                outcome = dataclasses.replace(
-                    outcome,
-                    description=view.description,
-                    tags=view.tags,
-                    table=jobs_table(rows),
-                )
-            finish_parent_run(tracking, state.parent_run_id, outcome)
-            console.print(ui_hint(tracking, state.parent_run_id), soft_wrap=True)
-        except Exception as exc:
-            console.print(f"[bold yellow]could not close MLflow parent run: {exc}[/]")
-    state.finished, state.exit_code = True, int(failed)
-    state.save()
-    return state.exit_code
+            view = overview(rows, answer, sweep_line)
+            outcome = dataclasses.replace(
+                outcome, description=view.description, tags=view.tags, table=jobs_table(rows)
+            )
+        except Exception as exc:  # the parent run is still closed, without the overview
+            console.print(f"[bold yellow]could not describe the MLflow parent run: {exc}[/]")
+    return outcome
+
+
+def close_parent(state: SweepState, outcome: ParentOutcome, console: Any) -> None:
+    """End the sweep's MLflow run (FINISHED, or FAILED with the outcome's reason)."""
+    if not (state.tracking and state.parent_run_id):
+        return
+    tracking = Tracking(**state.tracking)
+    try:
+        for what in finish_parent_run(tracking, state.parent_run_id, outcome):
+            console.print(f"[bold yellow]not attached to the MLflow parent run: {what}[/]")
+        console.print(ui_hint(tracking, state.parent_run_id), soft_wrap=True)
+    except Exception as exc:
+        console.print(f"[bold yellow]could not close MLflow parent run: {exc}[/]")
 
 
 def answer_experiment(state: SweepState, rows: Any, console: Any) -> str:
@@ -255,7 +298,10 @@ def answer_experiment(state: SweepState, rows: Any, console: Any) -> str:
         answer = f"The analysis {state.analysis} could not answer: {type(exc).__name__}: {exc}"
     console.print(Panel(Text(answer), title="answer", expand=False))
     title = f"# Answer: {str(state.analysis).partition(':')[0].rpartition('.')[2]}"
-    write_atomic(path, f"{title}\n\n```text\n{answer.rstrip()}\n```\n")
+    try:
+        write_atomic(path, f"{title}\n\n```text\n{answer.rstrip()}\n```\n")
+    except OSError as exc:  # e.g. a full disk: the answer is on screen and in the parent run
+        print(f"jacbench: could not write {path} ({exc.strerror or exc})", file=sys.stderr)
     return answer
 
 

@@ -370,16 +370,32 @@ class ParentOutcome:
     table: Any = None  # a pandas DataFrame logged with log_table (JSON the UI shows)
     artifacts: list[Path] = field(default_factory=list)
     failed: bool = False
+    reason: str = ""  # why the sweep itself failed (e.g. its summary could not be written)
 
 
-def finish_parent_run(tracking: Tracking, run_id: str, outcome: ParentOutcome) -> None:
+def finish_parent_run(tracking: Tracking, run_id: str, outcome: ParentOutcome) -> list[str]:
+    """Attach the outcome and end the run. Files that cannot be logged (a full disk under
+    a local artifact store) do not keep the run open: returns what was left out."""
     client = _client(tracking)
+    left_out = []
     for path in outcome.artifacts:
-        if path.is_dir():
-            _retry(lambda p=path: client.log_artifacts(run_id, str(p), artifact_path=p.name))
-        elif path.exists():
-            _retry(lambda p=path: client.log_artifact(run_id, str(p)))
+        try:
+            if path.is_dir():
+                _retry(lambda p=path: client.log_artifacts(run_id, str(p), artifact_path=p.name))
+            elif path.exists():
+                _retry(lambda p=path: client.log_artifact(run_id, str(p)))
+        except Exception as exc:
+            left_out.append(f"{path.name}: {type(exc).__name__}: {exc}")
     if outcome.table is not None and len(outcome.table):
-        _retry(lambda: client.log_table(run_id, outcome.table, "summary_table.json"))
-    tags = {**outcome.tags, "mlflow.note.content": outcome.description}
+        try:
+            _retry(lambda: client.log_table(run_id, outcome.table, "summary_table.json"))
+        except Exception as exc:
+            left_out.append(f"summary_table.json: {type(exc).__name__}: {exc}")
+    note = f"**{outcome.reason}**\n\n{outcome.description}" if outcome.reason else ""
+    tags = {
+        **outcome.tags,
+        "mlflow.note.content": note or outcome.description,
+        "error_message": outcome.reason[:5000],
+    }
     _log_and_close(tracking, run_id, outcome.metrics, {}, tags, outcome.failed)
+    return left_out
