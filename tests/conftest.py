@@ -115,7 +115,7 @@ def cli(tmp_path: Path) -> Cli:
     return Cli(tmp_path)
 
 
-LAUNCH_FAST = ["timing=quick", "timing.memory=false", "mlflow.enabled=false"]
+LAUNCH_FAST = ["timing=quick", "timing.memory=false"]
 
 
 @pytest.fixture
@@ -126,8 +126,9 @@ def launch(tmp_path, monkeypatch, capsys):
 
     monkeypatch.chdir(tmp_path)
 
-    def run(*args: str) -> tuple[int, list[str], str]:
-        monkeypatch.setattr(sys, "argv", ["jacbench", *args, *LAUNCH_FAST])
+    def run(*args: str, mlflow: bool = False) -> tuple[int, list[str], str]:
+        tracking = f"mlflow.enabled={str(mlflow).lower()}"  # MLflow on: sqlite in tmp_path
+        monkeypatch.setattr(sys, "argv", ["jacbench", *args, *LAUNCH_FAST, tracking])
         try:
             app.main()
             code = 0

@@ -9,7 +9,6 @@ import resource
 import signal
 import stat
 import subprocess
-import sys
 from pathlib import Path
 
 import pyarrow as pa
@@ -102,20 +101,6 @@ def test_a_result_that_cannot_be_written_is_printed_and_says_so(launch, tmp_path
     assert not list((tmp_path / "results").glob("*.parquet"))
 
 
-def run_jacbench(monkeypatch, capsys, *args: str) -> tuple[int, str]:
-    """``python -m jacbench ARGS`` in process (MLflow on, sqlite in the launch folder)."""
-    from jacbench import app
-
-    monkeypatch.setattr(sys, "argv", ["jacbench", *args, "timing=quick", "timing.memory=false"])
-    try:
-        app.main()
-        code = 0
-    except SystemExit as exc:
-        code = exc.code if isinstance(exc.code, int) else 1
-    out = capsys.readouterr()
-    return code, out.out + out.err
-
-
 class FillDisk(Callback):
     """Fills the sweep folder's file system once the jobs ran (Hydra calls the callbacks'
     on_multirun_end in reverse order, so this comes before jacbench's summary)."""
@@ -149,11 +134,10 @@ def full_disk(tmp_path: Path):
 
 @pytest.mark.parametrize("fault", ["disk_full", "summary_path_taken"])
 def test_a_sweep_whose_summary_cannot_be_written_closes_its_parent_run(
-    fault, tmp_path, monkeypatch, capsys, request
+    fault, launch, tmp_path, request
 ):
     """The summary write fails for real: the parent run ends FAILED with the reason, the
     user gets one line, the jobs' rows are kept."""
-    monkeypatch.chdir(tmp_path)
     if fault == "disk_full":
         sweep_dir = request.getfixturevalue("full_disk")
         extra = [
@@ -164,17 +148,15 @@ def test_a_sweep_whose_summary_cannot_be_written_closes_its_parent_run(
         sweep_dir = tmp_path / "sw"
         (sweep_dir / "summary.parquet").mkdir(parents=True)  # a folder where the file goes
         extra = []
-    code, printed = run_jacbench(
-        monkeypatch,
-        capsys,
+    code, lines, printed = launch(
         "-m",
         "strategy=jacrev,jacfwd",
         "report=false",
         f"hydra.sweep.dir={sweep_dir}",
         *extra,
+        mlflow=True,
     )
     assert code == 1, printed
-    lines = [line for line in printed.splitlines() if line.startswith("jacbench:")]
     assert len(lines) == 1 and "sweep summary could not be written" in lines[0], printed
     assert "Traceback" not in printed
     assert len(read_results(tmp_path / "results")) == 2  # every job's row kept
