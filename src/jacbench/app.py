@@ -121,7 +121,7 @@ def run(cfg: DictConfig) -> None:
             file=sys.stderr,
         )
         raise SystemExit(1) from None
-    print_result(result, console)
+    print_result(result, console, with_reason=result.ok)  # a failure's reason: the line below
     if not result.ok:
         print(f"jacbench: {result.status}: {result.error_message}", file=sys.stderr)
         raise SystemExit(1)

@@ -79,52 +79,82 @@ def _reference(result: Result) -> str:
     return text + (": the error is below what the reference resolves)" if below else ")")
 
 
-def result_table(result: Result) -> Table:
-    """One job, one field per line: what was measured and how far it can be trusted."""
+def _problem(result: Result) -> str:
+    """The problem with what is known of it (a job that failed before setup has no shape)."""
+    text = result.model + (f" (wrt {result.wrt})" if result.wrt else "")
+    if result.n_in is not None and result.n_out is not None:
+        text += f": M={result.n_out} outputs x N={result.n_in} inputs"
+    return text + (f", batch {result.batch}" if result.batch and result.batch > 1 else "")
+
+
+def _strategy(result: Result) -> str:
+    how = ", ".join(str(v) for v in (result.strategy_kind, result.strategy_mode) if v)
+    return (
+        result.strategy
+        + (f" ({how})" if how else "")
+        + (f": chose {result.chosen_strategy}" if result.chosen_strategy else "")
+        + _sparsity(result)
+    )
+
+
+def _measured_rows(result: Result) -> list[tuple[str, str]]:
+    """Timing, memory and accuracy: only the lines the job got far enough to measure."""
+    rows = []
+    if result.time_median_s is not None:
+        rows.append(
+            (
+                "median time",
+                f"{cell(result.time_median_s, '.3e')} s  (IQR {cell(result.time_iqr_s, '.1e')} s)"
+                + (f"  [yellow]noisy: {result.timing_warning}[/]" if result.timing_warning else ""),
+            )
+        )
+    if result.n_timed is not None:
+        rows.append(("timed calls", f"{result.n_timed}  ({result.threads} thread(s))"))
+    if result.first_call_s is not None:
+        rows.append(("first call", f"{result.first_call_s:.3e} s  (setup + first execution)"))
+    if result.peak_mem_bytes is not None:
+        rows.append(
+            ("peak memory", f"{_bytes(result.peak_mem_bytes)}  ({result.memory_method or '-'})")
+        )
+    if result.rel_err is not None:
+        rows += [
+            ("max abs error", cell(result.max_abs_err, ".3e")),
+            ("rel error", f"{result.rel_err:.3e}  (= {cell(result.err_eps, '.3g')} x machine eps)"),
+            ("within tol", _verdict(result)),
+        ]
+    if result.reference_method:
+        rows.append(("reference", _reference(result)))
+    return rows
+
+
+def result_table(result: Result, with_reason: bool = True) -> Table:
+    """One job, one field per line: what was measured and how far it can be trusted. Only
+    what is known is shown; ``with_reason=False`` leaves the failure reason to the caller's
+    own line, so it is printed once."""
     table = Table(title=f"jacbench: {result.strategy} on {result.model}", show_header=False)
     table.add_column("field", style="bold")
     table.add_column("value")
     style = STATUS_STYLE.get(result.status, "")
-    shape = f"M={cell(result.n_out, 'd')} outputs x N={cell(result.n_in, 'd')} inputs"
+    named = result.device_name and result.device_name != result.device
+    device = result.device + (f" ({result.device_name})" if named else "")
+    reason = f": {result.error_message}" if result.error_message and with_reason else ""
     rows = [
-        ("problem", f"{result.model} (wrt {result.wrt or '?'}): {shape}, batch {result.batch}"),
-        (
-            "strategy",
-            f"{result.strategy} ({result.strategy_kind}, {result.strategy_mode})"
-            + (f": chose {result.chosen_strategy}" if result.chosen_strategy else "")
-            + _sparsity(result),
-        ),
-        ("dtype / device", f"{result.dtype} / {result.device} ({result.device_name})"),
-        (
-            "status",
-            f"[{style}]{result.status}[/]"
-            + (f": {result.error_message}" if result.error_message else ""),
-        ),
-        (
-            "median time",
-            f"{cell(result.time_median_s, '.3e')} s  (IQR {cell(result.time_iqr_s, '.1e')} s)"
-            + (f"  [yellow]noisy: {result.timing_warning}[/]" if result.timing_warning else ""),
-        ),
-        ("timed calls", f"{cell(result.n_timed, 'd')}  ({result.threads} thread(s))"),
-        ("first call", f"{cell(result.first_call_s, '.3e')} s  (setup + first execution)"),
-        ("peak memory", f"{_bytes(result.peak_mem_bytes)}  ({result.memory_method or '-'})"),
-        ("max abs error", cell(result.max_abs_err, ".3e")),
-        (
-            "rel error",
-            f"{cell(result.rel_err, '.3e')}  (= {cell(result.err_eps, '.3g')} x machine eps)",
-        ),
-        ("within tol", _verdict(result)),
-        ("reference", _reference(result)),
+        ("problem", _problem(result)),
+        ("strategy", _strategy(result)),
+        ("dtype / device", f"{result.dtype} / {device}"),
+        ("status", f"[{style}]{result.status}[/]{reason}"),
+        *_measured_rows(result),
         ("config_hash", result.config_hash),
-        ("mlflow run", result.mlflow_run_id or "-"),
     ]
+    if result.mlflow_run_id:
+        rows.append(("mlflow run", result.mlflow_run_id))
     for name, value in rows:
         table.add_row(name, value)
     return table
 
 
-def print_result(result: Result, console: Console | None = None) -> None:
-    (console or make_console()).print(result_table(result))
+def print_result(result: Result, console: Console | None = None, with_reason: bool = True) -> None:
+    (console or make_console()).print(result_table(result, with_reason))
 
 
 def summary_table(rows: pd.DataFrame, missing: list[int]) -> Table:

@@ -65,6 +65,8 @@ def variant_label(row: pd.Series) -> str:
 
 def problem_title(key: tuple, variants_of_model: int) -> str:
     model, model_options, wrt, n_in, n_out, batch, dtype, device = key
+    if pd.isna(n_in) or pd.isna(n_out):  # the job failed before its problem was built
+        return f"{model} {dtype} {device} (failed before setup: shape unknown)"
     title = f"{model} (N={n_in}, M={n_out}"
     title += f", batch {batch}" if batch and int(batch) > 1 else ""
     title += f", wrt {wrt}" if wrt == "params" else ""
@@ -75,12 +77,15 @@ def problem_title(key: tuple, variants_of_model: int) -> str:
 
 
 def problems(rows: pd.DataFrame) -> list[tuple[str, pd.DataFrame]]:
-    """(title, all rows of the problem) for each problem, in a stable order."""
+    """(title, all rows of the problem) for each problem, in a stable order. Jobs that
+    failed before setup (no shape recorded) form problems of their own, so their failures
+    are listed too."""
     keyed = rows.assign(**{k: rows[k].astype(str) for k in PROBLEM_KEYS})
-    per_model = keyed.groupby("model")["model_options"].nunique()
+    built = keyed[rows["n_in"].notna()]  # failed-before-setup rows carry no model options
+    per_model = built.groupby("model")["model_options"].nunique()
     return [
-        (problem_title(key, int(per_model[key[0]])), rows.loc[group.index])
-        for key, group in keyed.groupby(PROBLEM_KEYS, sort=True)
+        (problem_title(key, int(per_model.get(key[0], 1))), rows.loc[group.index])
+        for key, group in keyed.groupby(PROBLEM_KEYS, sort=True, dropna=False)
     ]
 
 
