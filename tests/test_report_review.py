@@ -90,3 +90,67 @@ def test_a_failed_single_run_prints_its_reason_once(launch):
     reason = lines[0].removeprefix("jacbench: failed: ")
     assert printed.count(reason) == 1, printed
     assert "wrt ?" not in printed and "M=-" not in printed and "(, )" not in printed
+
+
+def timed(strategy: str, ms: float, kind: str = "exact", noisy: bool = False, **changes):
+    return make_result(
+        strategy=strategy,
+        strategy_kind=kind,
+        strategy_mode="numeric" if kind == "approximate" else "reverse",
+        time_median_s=ms * 1e-3,
+        time_iqr_s=ms * 1e-5,
+        timing_warning="Interquartile range is 40% of the median" if noisy else "",
+        err_eps=1e3 if kind == "approximate" else 2.0,
+        job_id=f"{strategy}{ms}".ljust(16, "0")[:16],
+        **changes,
+    )
+
+
+def recommendation(*results):
+    from jacbench.report.analysis import recommend
+
+    ((title, group),) = problems(normalise(frame(*results))[0])
+    return recommend(title, group)
+
+
+def test_exact_is_recommended_unless_an_approximate_one_is_clearly_faster():
+    near = recommendation(timed("fd_central", 1.0, "approximate"), timed("jacrev", 1.4))
+    assert near.best == "jacrev" and near.alternative.name == "fd_central"
+    assert near.alternative.faster == pytest.approx(1.4)
+    text = near.sentence()
+    assert "use **jacrev** (1.4 ms)" in text
+    assert "Approximate alternative: fd_central (1 ms, err_eps 1e+03), 1.40x faster" in text
+    assert near.choice() == "jacrev (fd_central is 1.4x faster but approximate)"
+
+    noisy = recommendation(timed("fd_central", 1.0, "approximate", noisy=True), timed("jacrev", 3))
+    assert noisy.best == "jacrev" and "noisy" in noisy.sentence()
+
+    clear = recommendation(
+        timed("fd_central", 1.0, "approximate"), timed("jacrev", 2.0), timed("jacfwd", 2.5)
+    )
+    assert clear.best == "fd_central" and clear.alternative.name == "jacrev"
+    text = clear.sentence()
+    assert "use **fd_central** (1 ms), approximate (err_eps 1e+03)" in text
+    assert "Exact alternative: jacrev (2 ms, err_eps 2), 2.00x slower" in text
+
+    slower = recommendation(timed("fd_central", 3.0, "approximate"), timed("jacrev", 1.0))
+    assert slower.best == "jacrev" and slower.alternative is None
+
+
+def test_report_and_mlflow_description_show_the_same_pick_and_alternative(tmp_path):
+    from jacbench.report.overview import overview
+
+    rows = frame(
+        timed("fd_central", 1.0, "approximate"), timed("jacrev", 1.2), timed("functional", 6)
+    )
+    write_report(rows, tmp_path)
+    report = (tmp_path / "report.md").read_text()
+    view = overview(rows)
+    sentence = recommendation(*[make_result(**r) for r in rows.to_dict("records")]).sentence()
+    assert sentence in report and sentence in view.description
+    assert "Approximate alternative: fd_central" in sentence and "exact first" in report
+    assert view.description.startswith(
+        "**Recommended: jacrev (fd_central is 1.2x faster but approximate)**"
+    )
+    assert view.tags["recommended_strategy"] == "jacrev"
+    assert view.tags["recommended_with_alternative"].startswith("jacrev (fd_central is 1.2x")

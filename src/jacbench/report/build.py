@@ -48,6 +48,7 @@ def write_report(source: Path | pd.DataFrame, out: Path) -> list[Path]:
 
     doc.heading("Recommendation")
     doc.bullets([analysis.recommend(title, group).sentence() for title, group in groups])
+    doc.paragraph(analysis.RULE)
     rules = analysis.rules_of_thumb(groups)
     if rules:
         doc.heading("Rules of thumb", 3)

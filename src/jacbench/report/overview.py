@@ -12,7 +12,7 @@ from dataclasses import dataclass, field
 
 import pandas as pd
 
-from jacbench.report.analysis import Recommendation, recommend
+from jacbench.report.analysis import RULE, recommend
 from jacbench.report.problems import DEFAULT_STRATEGY, normalise, problems
 
 # The summary table's columns, in units read at a glance (what log_table shows).
@@ -47,30 +47,19 @@ def jobs_table(rows: pd.DataFrame) -> pd.DataFrame:
     return table
 
 
-def _choice(rec: Recommendation) -> str:
-    """The recommendation in a few words, honest about unsettled or missing answers."""
-    if rec.best is None:
-        return "none finished" if rec.none_finished else "none within tolerance"
-    return f"{rec.best} or {rec.runner_up} (not settled)" if rec.unsettled else rec.best
-
-
 def overview(rows: pd.DataFrame, answer: str = "", sweep_line: str = "") -> Overview:
     """The parent run's description and tags from the sweep's rows. The description's first
     line is the answer in one line (the runs table shows only that line)."""
     rows, _ = normalise(rows)
     recs = [recommend(title, group) for title, group in problems(rows)]
-    bests = list(dict.fromkeys(_choice(rec) for rec in recs))
+    bests = list(dict.fromkeys(rec.choice() for rec in recs))
     first = "**Recommended: " + ", ".join(bests) + "**" if recs else "Nothing was recorded."
     speedups = [f"{r.speedup_vs_default:.1f}x" for r in recs if r.speedup_vs_default]
     if speedups:
         first += f" ({', '.join(speedups)} faster than `{DEFAULT_STRATEGY}`)"
     lines = [first, "", "## Recommendation per problem", ""]
     lines += [f"- {rec.sentence()}" for rec in recs]
-    lines += [
-        "",
-        "The fastest strategy within its dtype's tolerance (negative controls excluded); "
-        f"speedups are against `{DEFAULT_STRATEGY}` (torch.autograd.functional.jacobian).",
-    ]
+    lines += ["", RULE]
     if answer:
         lines += ["", "## Answer", "", "```text", answer.rstrip(), "```"]
     lines += [
@@ -85,7 +74,11 @@ def overview(rows: pd.DataFrame, answer: str = "", sweep_line: str = "") -> Over
         lines += ["", sweep_line]
     tags: dict[str, str] = {}
     if recs:
-        tags["recommended_strategy"] = ", ".join(bests)[:5000]
+        names = dict.fromkeys(rec.choice(with_alternative=False) for rec in recs)
+        tags["recommended_strategy"] = ", ".join(names)[:5000]
+    alternatives = [rec.choice() for rec in recs if rec.alternative and not rec.unsettled]
+    if alternatives:
+        tags["recommended_with_alternative"] = ", ".join(dict.fromkeys(alternatives))[:5000]
     if speedups:
         tags[f"speedup_vs_{DEFAULT_STRATEGY}"] = ", ".join(speedups)
     return Overview("\n".join(lines) + "\n", tags)
