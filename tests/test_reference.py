@@ -3,15 +3,20 @@ works for user functions whose constants live in a closure (issue 13)."""
 
 from __future__ import annotations
 
+import resource
+from pathlib import Path
+
 import pytest
 import torch
 from hydra import compose, initialize_config_dir
 
 from jacbench.config import conf_dir, register_configs
 from jacbench.enums import Kind, Mode
+from jacbench.errors import ConfigError
+from jacbench.memory_budget import available_cpu_memory, check_fits
 from jacbench.numerics import compare
 from jacbench.problem import build_problem
-from jacbench.reference import ANALYTIC, FORWARD, REVERSE, References
+from jacbench.reference import ANALYTIC, FORWARD, REVERSE, References, _row_loop
 from jacbench.registry import load_registry
 from jacbench.runner import execute
 
@@ -111,3 +116,41 @@ def test_an_unaffordable_independent_mode_is_not_computed_and_the_record_says_so
     reference = refs.for_mode(Mode.REVERSE)
     assert FORWARD not in refs.jacobians  # 20000 forward passes were never run
     assert reference.method == REVERSE and reference.uncertainty is None
+
+
+def test_a_job_too_large_for_memory_fails_in_one_line_before_the_reference_runs():
+    """200000 x 20000 (16 GB in float32, 4 float64 copies more): refused from the shape."""
+    if (available_cpu_memory() or 0) > 150 * 2**30:
+        pytest.skip("this machine has room for a 200000 x 20000 Jacobian")
+    result = run("model=custom", "model._target_=user_models.Repeat", "strategy=jacrev")
+    assert result.status == "failed" and (result.n_out, result.n_in) == (200000, 20000)
+    message = result.error_message
+    assert message.startswith("not run: the 200000 x 20000 Jacobian needs about 134 GiB")
+    assert "GiB are available" in message and "smaller model or input_shape" in message
+    assert not result.reference_method and result.time_median_s is None  # nothing ran
+
+
+def test_ulimit_v_counts_as_the_memory_available():
+    soft, hard = resource.getrlimit(resource.RLIMIT_AS)
+    unlimited = available_cpu_memory()
+    status = Path("/proc/self/status").read_text()
+    size = next(int(line.split()[1]) * 1024 for line in status.splitlines() if "VmSize" in line)
+    resource.setrlimit(resource.RLIMIT_AS, (size + 2**30, hard))
+    try:
+        limited = available_cpu_memory()
+    finally:
+        resource.setrlimit(resource.RLIMIT_AS, (soft, hard))
+    assert limited is not None and limited <= 2**30 < (unlimited or 2**31)
+    with pytest.raises(ConfigError, match="but 1 GiB are available"):
+        check_fits(20000, 2000, 1, torch.float32, CPU, room=2**30)
+
+
+def test_the_row_by_row_reference_is_the_jacobian():
+    """The fallback where vmap has no rule fills one preallocated matrix, row by row."""
+    weight = torch.randn(7, 5, dtype=torch.float64)
+
+    def f(x):
+        return torch.tanh(weight @ x)
+
+    x = torch.randn(5, dtype=torch.float64)
+    torch.testing.assert_close(_row_loop(f, x, 7), torch.func.jacrev(f)(x))

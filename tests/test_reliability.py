@@ -3,6 +3,7 @@ shared folders, timing settings that would hang a job."""
 
 from __future__ import annotations
 
+import contextlib
 import math
 import os
 import resource
@@ -84,21 +85,42 @@ def test_a_read_only_results_dir_is_refused_before_measuring(launch, tmp_path):
     assert code == 1 and "results_dir=ro: cannot write result files there" in lines[0]
 
 
-def test_a_result_that_cannot_be_written_is_printed_and_says_so(launch, tmp_path):
-    """A full disk, made real by a file-size limit: the result is printed, never lost."""
-    old_handler = signal.signal(signal.SIGXFSZ, signal.SIG_IGN)  # EFBIG instead of a kill
-    soft, hard = resource.getrlimit(resource.RLIMIT_FSIZE)
-    resource.setrlimit(resource.RLIMIT_FSIZE, (10_000, hard))  # Hydra fits, a row not
-    try:
+@pytest.fixture
+def disk_full():
+    """A full disk, made real by a file-size limit: writing a result file fails (EFBIG)."""
+
+    @contextlib.contextmanager
+    def limited():
+        old_handler = signal.signal(signal.SIGXFSZ, signal.SIG_IGN)  # EFBIG, not a kill
+        soft, hard = resource.getrlimit(resource.RLIMIT_FSIZE)
+        resource.setrlimit(resource.RLIMIT_FSIZE, (10_000, hard))  # Hydra fits, a row not
+        try:
+            yield
+        finally:
+            resource.setrlimit(resource.RLIMIT_FSIZE, (soft, hard))
+            signal.signal(signal.SIGXFSZ, old_handler)
+
+    return limited
+
+
+def test_a_result_that_cannot_be_written_is_printed_and_says_so(launch, tmp_path, disk_full):
+    with disk_full():
         code, lines, printed = launch("strategy=jacrev")
-    finally:
-        resource.setrlimit(resource.RLIMIT_FSIZE, (soft, hard))
-        signal.signal(signal.SIGXFSZ, old_handler)
     assert code == 1, printed
     assert "jacrev" in printed  # the measurement is on screen
     assert len(lines) == 1 and "was NOT written to" in lines[0], printed
     assert "nothing was written there" in lines[0] and "Traceback" not in printed
     assert not list((tmp_path / "results").glob("*.parquet"))
+
+
+def test_tracking_down_and_disk_full_never_claims_a_written_row(launch, disk_full):
+    with disk_full():
+        code, lines, printed = launch(
+            "strategy=jacrev", "mlflow.tracking_uri=nosuch://x", mlflow=True
+        )
+    assert code == 1 and "MLflow tracking failed" in printed, printed
+    assert "row is written" not in printed and "row is still written" not in printed
+    assert len(lines) == 1 and "was NOT written to" in lines[0], printed
 
 
 class FillDisk(Callback):

@@ -35,3 +35,17 @@ class WideSum(nn.Module):
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         return torch.tanh(x).sum().reshape(1)
+
+
+class Repeat(nn.Module):
+    """20000 inputs repeated ``times`` over: a 200000 x 20000 Jacobian (16 GB in float32) from
+    a model that costs nothing to build or evaluate."""
+
+    input_shape = (20000,)
+
+    def __init__(self, times: int = 10) -> None:
+        super().__init__()
+        self.times = times
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return x.repeat(self.times)

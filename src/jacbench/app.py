@@ -35,8 +35,9 @@ def record(
     result: Result, cfg: DictConfig, launch_dir: Path, console: Console, parent_run_id: str = ""
 ) -> tuple[Result, Path]:
     """MLflow first (to learn the run id), then the parquet row, which is written even when
-    tracking is down."""
-    run_id = ""
+    tracking is down; what is said about a tracking failure comes after the write, so it
+    never claims a row that was not written."""
+    run_id, tracking_failed = "", ""
     if cfg.mlflow.enabled:
         tracking = Tracking.resolve(launch_dir, cfg.mlflow.tracking_uri, cfg.mlflow.experiment)
         try:
@@ -49,13 +50,17 @@ def record(
             )
         except Exception as exc:
             reason = " ".join(str(exc).split())[:300]
-            console.print(
-                f"[bold yellow]MLflow tracking failed ({tracking.uri}): "
-                f"{type(exc).__name__}: {reason}; the parquet row is still written "
-                "(mlflow_run_id empty)[/]"
+            tracking_failed = (
+                f"MLflow tracking failed ({tracking.uri}): {type(exc).__name__}: {reason}"
             )
     result = dataclasses.replace(result, mlflow_run_id=run_id)
-    path = write_result(result, results_dir(cfg, launch_dir))
+    try:
+        path = write_result(result, results_dir(cfg, launch_dir))
+    finally:
+        if tracking_failed:
+            console.print(f"[bold yellow]{tracking_failed}[/]")
+    if tracking_failed:
+        console.print(f"[yellow]the parquet row is written (mlflow_run_id empty): {path}[/]")
     log.info("recorded %s (%s) in %s", result.job_id, result.status, path)
     return result, path
 

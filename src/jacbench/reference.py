@@ -78,15 +78,31 @@ def reverse_jacobian(f: Fn, x: torch.Tensor, n_out: int) -> torch.Tensor:
     try:
         return torch.func.jacrev(f, chunk_size=_chunk(x.numel(), n_out))(x)
     except Exception:
-        return torch.autograd.functional.jacobian(f, x)
+        return _row_loop(f, x, n_out)
+
+
+def _row_loop(f: Fn, x: torch.Tensor, n_out: int) -> torch.Tensor:
+    """One vector-Jacobian product per output, each written into one preallocated matrix:
+    memory stays the Jacobian's size (``autograd.functional.jacobian`` keeps every row and
+    then a stacked copy)."""
+    with torch.enable_grad():
+        point = x.detach().requires_grad_(True)
+        y = f(point).reshape(-1)
+        out = torch.zeros(n_out, x.numel(), dtype=y.dtype, device=x.device)
+        for i in range(n_out):
+            (row,) = torch.autograd.grad(y[i], point, retain_graph=True, allow_unused=True)
+            if row is not None:
+                out[i] = row.reshape(-1)
+    return out
 
 
 def forward_jacobian(f: Fn, x: torch.Tensor, n_out: int) -> torch.Tensor:
-    """N Jacobian-vector products, in chunks of basis vectors; a loop where vmap has no rule."""
+    """N Jacobian-vector products, in chunks of basis vectors written into one preallocated
+    matrix; a loop where vmap has no rule."""
     n = x.numel()
 
     def jvp(v: torch.Tensor) -> torch.Tensor:
-        return torch.func.jvp(f, (x,), (v,))[1]
+        return torch.func.jvp(f, (x,), (v,))[1].reshape(-1)
 
     def basis(start: int, stop: int) -> torch.Tensor:  # rows start..stop of the identity
         rows = torch.zeros(stop - start, n, dtype=x.dtype, device=x.device)
@@ -94,12 +110,19 @@ def forward_jacobian(f: Fn, x: torch.Tensor, n_out: int) -> torch.Tensor:
         return rows
 
     step = _chunk(n, n_out)
-    spans = [(i, min(n, i + step)) for i in range(0, n, step)]
-    try:
-        columns = [torch.func.vmap(jvp)(basis(*span)) for span in spans]
-    except Exception:
-        columns = [torch.stack([jvp(v) for v in basis(*span)]) for span in spans]
-    return torch.cat(columns).T
+    out = torch.empty(n_out, n, dtype=x.dtype, device=x.device)
+    batched = True
+    for start in range(0, n, step):
+        stop = min(n, start + step)
+        if batched:
+            try:
+                out[:, start:stop] = torch.func.vmap(jvp)(basis(start, stop)).T
+                continue
+            except Exception:
+                batched = False
+        for j, v in enumerate(basis(start, stop), start):
+            out[:, j] = jvp(v)
+    return out
 
 
 def _rel(a: torch.Tensor, b: torch.Tensor) -> float:
@@ -149,7 +172,10 @@ class References:
                 return None
             try:
                 per_point = [self.methods[method](x) for x in self.exact.points]
-                value = torch.stack(per_point).reshape(self.exact.jacobian_shape)
+                one = per_point[0] if len(per_point) == 1 else None  # no stacked copy
+                value = (one if one is not None else torch.stack(per_point)).reshape(
+                    self.exact.jacobian_shape
+                )
                 self.jacobians[method] = value.detach().to(device="cpu", dtype=torch.float64)
             except Exception as exc:
                 self.failures[method] = f"{type(exc).__name__}: {' '.join(str(exc).split())}"

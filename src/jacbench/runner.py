@@ -24,6 +24,7 @@ from omegaconf import DictConfig
 from jacbench.config import JobSpec, config_hash, job_labels, make_job
 from jacbench.errors import ConfigError, StrategySkip
 from jacbench.measure import first_call, measure_memory, time_steady_state, torch_threads
+from jacbench.memory_budget import check_fits
 from jacbench.numerics import compare, judged_tolerance
 from jacbench.problem import Problem, build_problem
 from jacbench.reference import Reference, References
@@ -217,6 +218,7 @@ def _measure(job: JobSpec, records: list[Any], registry: Registry | None = None)
     failure later keeps what was learned before it)."""
     problem = build_problem(job.model, job.dtype, job.device, job.seed)
     records.append(ProblemShape(problem.wrt, problem.n_in, problem.n_out, problem.batch))
+    check_fits(problem.n_out, problem.n_in, problem.batch, job.dtype, job.device)
     records.append(_output(problem))
     references = References(problem)
     reference = references.for_mode(job.strategy.mode)
