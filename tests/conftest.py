@@ -2,20 +2,25 @@
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
+import io
 import os
-import subprocess
 import sys
+import traceback
 from datetime import datetime, timezone
 from pathlib import Path
+from subprocess import CompletedProcess, run
 
 import pandas as pd
 import pytest
+import torch
 
 from jacbench.recorders.parquet import read_results
 from jacbench.result import Result
 
 QUICK = ["timing=quick"]
+THREADS = torch.get_num_threads()
 
 
 def clean_env(**extra: str) -> dict[str, str]:
@@ -75,21 +80,77 @@ def make_result(**changes) -> Result:
     return Result(**base)
 
 
+# Launchers whose jobs run in other processes: those runs go through a real subprocess.
+OUT_OF_PROCESS = ("hydra/launcher=joblib", "hydra/launcher=submitit", "hydra/launcher=slurm")
+
+
 class Cli:
-    """``python -m jacbench`` run as a user runs it, from a scratch launch folder."""
+    """``python -m jacbench`` run as a user runs it, from a scratch launch folder.
 
-    def __init__(self, folder: Path) -> None:
+    By default in this process (``jacbench.app.main`` with its argv, in the launch folder,
+    stdout and stderr captured): the same Hydra, MLflow and parquet code without ~5 s of
+    interpreter start-up per call. A real subprocess where the run needs one: another
+    launcher, an environment that changes more than MLflow's variables, or ``subprocess=True``.
+    """
+
+    def __init__(self, folder: Path, monkeypatch: pytest.MonkeyPatch) -> None:
         self.folder = folder
+        self.monkeypatch = monkeypatch
 
-    def __call__(self, *args: str, env: dict[str, str] | None = None, timeout: float = 120):
-        return subprocess.run(
-            [sys.executable, "-m", "jacbench", *args],
-            cwd=self.folder,
-            env=env or clean_env(),
-            capture_output=True,
-            text=True,
-            timeout=timeout,
-        )
+    def __call__(
+        self,
+        *args: str,
+        env: dict[str, str] | None = None,
+        timeout: float = 120,
+        subprocess: bool = False,
+    ) -> CompletedProcess:
+        env = env or clean_env()
+        if subprocess or not self._in_process_possible(args, env):
+            return run(
+                [sys.executable, "-m", "jacbench", *args],
+                cwd=self.folder,
+                env=env,
+                capture_output=True,
+                text=True,
+                timeout=timeout,
+            )
+        return self._in_process(list(args), env)
+
+    @staticmethod
+    def _in_process_possible(args: tuple[str, ...], env: dict[str, str]) -> bool:
+        if any(a.startswith(OUT_OF_PROCESS) for a in args):
+            return False
+        ours = {k: v for k, v in os.environ.items() if not k.startswith("MLFLOW_")}
+        theirs = {k: v for k, v in env.items() if not k.startswith("MLFLOW_")}
+        return ours == theirs
+
+    def _in_process(self, args: list[str], env: dict[str, str]) -> CompletedProcess:
+        from jacbench.app import main
+
+        with self.monkeypatch.context() as patch:
+            for name in [k for k in os.environ if k.startswith("MLFLOW_")]:
+                patch.delenv(name)
+            for name, value in env.items():
+                if name.startswith("MLFLOW_"):
+                    patch.setenv(name, value)
+            patch.chdir(self.folder)
+            patch.setattr(sys, "argv", ["jacbench", *args])
+            out, err = io.StringIO(), io.StringIO()
+            code = 0
+            with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
+                try:
+                    main()
+                except SystemExit as exc:  # what the interpreter would make of it
+                    if exc.code is None or isinstance(exc.code, int):
+                        code = exc.code or 0
+                    else:
+                        print(exc.code, file=sys.stderr)
+                        code = 1
+                except Exception:  # an uncaught error: traceback and exit status 1
+                    traceback.print_exc()
+                    code = 1
+            torch.set_num_threads(THREADS)  # a job sets its own; later tests get the default
+        return CompletedProcess(["jacbench", *args], code, out.getvalue(), err.getvalue())
 
     def results(self) -> pd.DataFrame:
         return read_results(self.folder / "results")
@@ -111,8 +172,8 @@ def mlflow_runs(tracking_uri: str) -> tuple[list, list]:
 
 
 @pytest.fixture
-def cli(tmp_path: Path) -> Cli:
-    return Cli(tmp_path)
+def cli(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Cli:
+    return Cli(tmp_path, monkeypatch)
 
 
 LAUNCH_FAST = ["timing=quick", "timing.memory=false"]

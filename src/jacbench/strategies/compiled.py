@@ -4,8 +4,9 @@ lands in first_call_s and never in the steady-state time."""
 
 from __future__ import annotations
 
+import contextlib
 import warnings
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 
 import torch
@@ -36,20 +37,50 @@ def _raise_cache_limits() -> None:
         config.accumulated_cache_size_limit = max(config.accumulated_cache_size_limit, CACHE_LIMIT)
 
 
+# Autograd modes torch.compile failed to restore, held open for the rest of the process.
+_RESTORED: list[object] = []
+
+
+@contextlib.contextmanager
+def autograd_state_kept() -> Iterator[None]:
+    """Leave the thread's autograd state as it was found.
+
+    In CI (cold compile caches, a loaded machine) every test after compiling the
+    transformer's parameter Jacobian, or Burgers' batched one, failed with inference-mode
+    and functorch-level errors or all-zero Jacobians: torch 2.13's compiler had left that
+    thread state behind. A sweep runs many jobs in one process, so it is put back here,
+    after every compiled call."""
+    grad, inference = torch.is_grad_enabled(), torch.is_inference_mode_enabled()
+    depth = torch._C._functorch.get_dynamic_layer_stack_depth()
+    try:
+        yield
+    finally:
+        if torch._C._functorch.get_dynamic_layer_stack_depth() != depth:
+            torch._C._functorch.pop_dynamic_layer_stack_and_undo_to_depth(depth)
+        if torch.is_inference_mode_enabled() != inference:
+            _RESTORED.append(torch.autograd.grad_mode._enter_inference_mode(inference))
+        torch._C._set_grad_enabled(grad)
+
+
 def compile_checked(fn: Callable, x: torch.Tensor, mode: str = "default") -> Callable:
     """``torch.compile(fn)``, compiled now by a first call at ``x``; a failure is a skip."""
     if not hasattr(torch, "compile"):
         raise StrategySkip(f"torch {torch.__version__} has no torch.compile")
     _raise_cache_limits()
     compiled = torch.compile(fn, mode=mode)
+
+    def call(v: torch.Tensor) -> torch.Tensor:  # a new point may compile again
+        with autograd_state_kept():
+            return compiled(v)
+
     try:
         with warnings.catch_warnings():
             warnings.simplefilter("ignore", FutureWarning)  # inductor's own deprecations
-            compiled(x)
+            call(x)
     except Exception as exc:
         reason = " ".join(str(exc).split())[:300]
         raise StrategySkip(f"torch.compile failed here: {type(exc).__name__}: {reason}") from exc
-    return compiled
+    return call
 
 
 def compiled_jacobian(problem: Problem, transform: Callable, mode: str):
