@@ -20,7 +20,70 @@ from jacbench.recorders.parquet import read_results
 from jacbench.result import Result
 
 QUICK = ["timing=quick"]
+NO_MLFLOW = ["mlflow.enabled=false"]
 THREADS = torch.get_num_threads()
+
+
+def torch_state() -> dict[str, object]:
+    """The thread-local autograd state a test (or jacbench) could leave behind."""
+    return {
+        "inference mode": torch.is_inference_mode_enabled(),
+        "grad enabled": torch.is_grad_enabled(),
+        "functorch levels": torch._C._functorch.get_dynamic_layer_stack_depth(),
+        "torch function modes": torch._C._len_torch_function_stack(),
+    }
+
+
+CLEAN_STATE = torch_state()
+
+
+@pytest.fixture(autouse=True)
+def torch_state_left_clean():
+    """Fail the test that leaves autograd state behind, instead of every test after it."""
+    yield
+    left = {k: v for k, v in torch_state().items() if v != CLEAN_STATE[k]}
+    if left:
+        _LEAKED.append(torch.autograd.grad_mode._enter_inference_mode(False))
+        torch._C._functorch.pop_dynamic_layer_stack_and_undo_to_depth(0)
+        torch._C._set_grad_enabled(True)
+        pytest.fail(f"the test left torch state behind: {left}")
+
+
+_LEAKED: list[object] = []
+
+
+def rel_err(jac: torch.Tensor, reference: torch.Tensor) -> float:
+    """Relative Frobenius error, computed in float64 (the reference's dtype)."""
+    return float(torch.linalg.norm(jac.double() - reference) / torch.linalg.norm(reference))
+
+
+def jacobian(name: str, problem, **options) -> torch.Tensor:
+    """A registered strategy's Jacobian at the problem's own point, as the runner times it."""
+    from jacbench.registry import load_registry
+
+    return load_registry().prepare(name, problem, **options)(problem.x)
+
+
+def jacobian_at(problem, x: torch.Tensor) -> torch.Tensor:
+    """Reverse mode at any point ``x`` (per sample for a batch): the check at a second point."""
+    jac = torch.func.jacrev(problem.f)
+    return torch.func.vmap(jac)(x) if problem.batch > 1 else jac(x)
+
+
+def compiles_or_calibrates(name: str) -> bool:
+    """Whether a strategy's default setup runs torch.compile or a calibration (seconds each):
+    the registry-wide tests run those on the small models, with one full ``auto`` test."""
+    from jacbench.registry import load_registry
+    from jacbench.strategies.compiled import CompileOptions
+
+    opts = load_registry().get(name).make_options({})
+    flags = (getattr(opts, flag, False) for flag in ("compile", "calibrate"))
+    return isinstance(opts, CompileOptions) or any(flags)
+
+
+def sqlite_uri(folder: Path) -> str:
+    """The tracking URI a job launched in ``folder`` uses by default."""
+    return f"sqlite:///{folder / 'mlflow.db'}"
 
 
 def clean_env(**extra: str) -> dict[str, str]:
@@ -80,8 +143,8 @@ def make_result(**changes) -> Result:
     return Result(**base)
 
 
-# Launchers whose jobs run in other processes: those runs go through a real subprocess.
-OUT_OF_PROCESS = ("hydra/launcher=joblib", "hydra/launcher=submitit", "hydra/launcher=slurm")
+# Every launcher but Hydra's basic one runs jobs in other processes: a real subprocess then.
+OUT_OF_PROCESS = "hydra/launcher="
 
 
 class Cli:
@@ -152,6 +215,10 @@ class Cli:
             torch.set_num_threads(THREADS)  # a job sets its own; later tests get the default
         return CompletedProcess(["jacbench", *args], code, out.getvalue(), err.getvalue())
 
+    @property
+    def tracking_uri(self) -> str:
+        return sqlite_uri(self.folder)
+
     def results(self) -> pd.DataFrame:
         return read_results(self.folder / "results")
 
@@ -180,23 +247,14 @@ LAUNCH_FAST = ["timing=quick", "timing.memory=false"]
 
 
 @pytest.fixture
-def launch(tmp_path, monkeypatch, capsys):
-    """``python -m jacbench ARGS`` in process from a scratch folder: (exit code, the
-    ``jacbench:`` lines of stderr, everything printed)."""
-    from jacbench import app  # imported here: conftest stays light for every test
-
-    monkeypatch.chdir(tmp_path)
+def launch(cli: Cli):
+    """A fast ``python -m jacbench ARGS`` (quick timing, no memory, MLflow only if asked): (exit code,
+    the ``jacbench:`` lines of stderr, everything printed)."""
 
     def run(*args: str, mlflow: bool = False) -> tuple[int, list[str], str]:
         tracking = f"mlflow.enabled={str(mlflow).lower()}"  # MLflow on: sqlite in tmp_path
-        monkeypatch.setattr(sys, "argv", ["jacbench", *args, *LAUNCH_FAST, tracking])
-        try:
-            app.main()
-            code = 0
-        except SystemExit as exc:
-            code = exc.code if isinstance(exc.code, int) else 1
-        out = capsys.readouterr()
-        lines = [line for line in out.err.splitlines() if line.startswith("jacbench:")]
-        return code, lines, out.out + out.err
+        proc = cli(*args, *LAUNCH_FAST, tracking)
+        lines = [line for line in proc.stderr.splitlines() if line.startswith("jacbench:")]
+        return proc.returncode, lines, proc.stdout + proc.stderr
 
     return run

@@ -10,9 +10,7 @@ import pytest
 import torch
 from mlflow.tracking import MlflowClient
 
-from conftest import QUICK, clean_env
-
-NO_MLFLOW = ["mlflow.enabled=false"]
+from conftest import NO_MLFLOW, QUICK, clean_env
 
 
 def test_default_run_records_one_row_and_one_matching_mlflow_run(cli):
@@ -28,7 +26,7 @@ def test_default_run_records_one_row_and_one_matching_mlflow_run(cli):
     assert row["time_median_s"] > 0 and row["n_timed"] > 1 and row["first_call_s"] > 0
     assert row["peak_mem_bytes"] > 0 and bool(row["within_tol"])
 
-    client = MlflowClient(tracking_uri=f"sqlite:///{cli.folder / 'mlflow.db'}")
+    client = MlflowClient(tracking_uri=cli.tracking_uri)
     experiment = client.get_experiment_by_name("jacbench")
     runs = client.search_runs([experiment.experiment_id])
     assert len(runs) == 1
@@ -213,7 +211,7 @@ def test_auto_records_its_choice_in_results_and_mlflow(cli):
         "autograd_loop",
     }
     assert f"chose {row['chosen_strategy']}" in proc.stdout
-    client = MlflowClient(tracking_uri=f"sqlite:///{cli.folder / 'mlflow.db'}")
+    client = MlflowClient(tracking_uri=cli.tracking_uri)
     run = client.get_run(row["mlflow_run_id"])
     assert run.data.params["chosen_strategy"] == row["chosen_strategy"]
     assert run.data.params["strategy.calibrate"] == "True"

@@ -6,9 +6,7 @@ from __future__ import annotations
 import pandas as pd
 import torch
 
-from conftest import QUICK, mlflow_runs
-
-NO_MLFLOW = ["mlflow.enabled=false"]
+from conftest import NO_MLFLOW, QUICK, mlflow_runs
 
 
 def run_experiment(cli, name: str, *overrides: str) -> tuple[pd.DataFrame, str]:
@@ -72,15 +70,10 @@ def test_seed003_naive_single_grad_is_flagged_and_the_fixes_are_right(cli):
     verdict = rows.set_index("strategy")["within_tol"]
     assert not verdict["naive_single_grad"]
     assert verdict["jacrev"] and verdict["grads_batched"] and verdict["autograd_loop"]
-    (parent,), _ = mlflow_runs(f"sqlite:///{cli.folder / 'mlflow.db'}")
+    (parent,), _ = mlflow_runs(cli.tracking_uri)
     from mlflow.tracking import MlflowClient
 
-    paths = {
-        a.path
-        for a in MlflowClient(f"sqlite:///{cli.folder / 'mlflow.db'}").list_artifacts(
-            parent.info.run_id
-        )
-    }
+    paths = {a.path for a in MlflowClient(cli.tracking_uri).list_artifacts(parent.info.run_id)}
     assert "answer.md" in paths
     assert "is_grads_batched=True" in answer
 

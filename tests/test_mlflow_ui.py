@@ -138,7 +138,7 @@ def test_jobs_table_is_json_ready_in_milliseconds():
 def test_sweep_parent_run_answers_through_the_mlflow_api(cli):
     proc = cli("-m", "strategy=jacrev,functional", *QUICK, timeout=300)
     assert proc.returncode == 0, proc.stderr
-    uri = f"sqlite:///{cli.folder / 'mlflow.db'}"
+    uri = cli.tracking_uri
     (parent,), children = mlflow_runs(uri)
     assert f"mlflow ui --backend-store-uri {uri}" in proc.stdout  # where to look
     assert f"/runs/{parent.info.run_id}?workflowType=machine_learning" in proc.stdout

@@ -11,6 +11,7 @@ import torch
 from hydra import compose, initialize_config_dir
 
 import jacbench
+from conftest import jacobian_at, rel_err
 from jacbench.config import conf_dir, register_configs
 from jacbench.errors import ConfigError, PointMismatch
 from jacbench.measure import torch_threads
@@ -32,16 +33,6 @@ MODELS = {
 TOLERANCE = {Kind.EXACT: 1e-12, Kind.APPROXIMATE: 1e-6}
 
 
-def exact_jacobian(problem, x: torch.Tensor) -> torch.Tensor:
-    """float64 reverse mode at ``x``, per sample for a batch (the problem is float64)."""
-    jac = torch.func.jacrev(problem.f)
-    return torch.func.vmap(jac)(x) if problem.batch > 1 else jac(x)
-
-
-def rel_err(a: torch.Tensor, b: torch.Tensor) -> float:
-    return float(torch.linalg.norm(a.double() - b) / torch.linalg.norm(b))
-
-
 @pytest.mark.parametrize("name", ALL)
 @pytest.mark.parametrize("model", sorted(MODELS))
 def test_every_strategy_is_right_at_two_points(name, model):
@@ -54,7 +45,7 @@ def test_every_strategy_is_right_at_two_points(name, model):
         return
     second = problem.x + 0.3 * torch.randn_like(problem.x)
     for x in (problem.x, second):
-        jac, expected = prep(x), exact_jacobian(problem, x)
+        jac, expected = prep(x), jacobian_at(problem, x)
         assert jac.shape == expected.shape and not jac.requires_grad
         if spec.kind is Kind.NEGATIVE_CONTROL:  # wrong by design, at every point
             assert rel_err(jac, expected) > 1e-3

@@ -6,29 +6,30 @@ Outside packages are real installed-distribution metadata (a ``.dist-info`` fold
 
 from __future__ import annotations
 
-from importlib.metadata import distributions, entry_points
+import importlib
+import pkgutil
+from importlib.metadata import distribution, distributions, entry_points
 from pathlib import Path
 
 import pytest
 
+import jacbench.strategies
 from conftest import QUICK, clean_env
 from jacbench.errors import ConfigError
 from jacbench.registry import GROUP, build_registry, load_registry
+from jacbench.strategy import StrategySpec
 
-BUILT_INS = [
-    "autograd_loop",
-    "functional",
-    "functional_vectorized",
-    "functional_forward",
-    "jacrev",
-    "jacfwd",
-    "grads_batched",
-    "forward_ad_loop",
-    "fd_forward",
-    "fd_central",
-    "naive_single_grad",
-    "analytic",
-]
+# The built-ins are what jacbench's own distribution declares, not a hand-kept list.
+BUILT_INS = sorted(ep.name for ep in distribution("jacbench").entry_points if ep.group == GROUP)
+
+
+def strategies_defined_in_jacbench() -> set[str]:
+    """Every ``@strategy`` object in the modules of ``jacbench.strategies``."""
+    found = set()
+    for info in pkgutil.iter_modules(jacbench.strategies.__path__):
+        module = importlib.import_module(f"jacbench.strategies.{info.name}")
+        found |= {v.name for v in vars(module).values() if isinstance(v, StrategySpec)}
+    return found
 
 
 def fake_distribution(root: Path, name: str, entry_lines: list[str]) -> None:
@@ -56,6 +57,8 @@ def registry_with(site: Path):
 
 
 def test_built_ins_register_through_jacbench_entry_points():
+    # every strategy jacbench defines has its entry-point line (and nothing else does)
+    assert set(BUILT_INS) == strategies_defined_in_jacbench()
     registry = load_registry()
     for name in BUILT_INS:
         assert registry.get(name).name == name

@@ -190,10 +190,10 @@ def test_report_cli_on_a_real_sweep_and_the_parent_run_carries_it(cli, tmp_path:
     assert proc.returncode == 0, proc.stderr
     (summary,) = cli.summaries()
     assert (summary.parent / "report" / "report.html").is_file()
-    (parent,), _ = mlflow_runs(f"sqlite:///{cli.folder / 'mlflow.db'}")
+    (parent,), _ = mlflow_runs(cli.tracking_uri)
     from mlflow.tracking import MlflowClient
 
-    client = MlflowClient(f"sqlite:///{cli.folder / 'mlflow.db'}")
+    client = MlflowClient(cli.tracking_uri)
     report_files = {a.path for a in client.list_artifacts(parent.info.run_id, "report")}
     assert {
         "report/report.html",

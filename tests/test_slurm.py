@@ -64,7 +64,7 @@ def test_a_sweep_runs_as_a_slurm_array_is_accounted_and_resumes(cluster, cli):
     assert "4/4 jobs recorded: 4 ok" in proc.stdout
     rows = cli.results()
     assert len(rows) == 4 and set(rows["status"]) == {"ok"}
-    parents, children = mlflow_runs(f"sqlite:///{cli.folder / 'mlflow.db'}")
+    parents, children = mlflow_runs(cli.tracking_uri)
     assert len(parents) == 1 and len(children) == 4
     assert {c.data.tags["mlflow.parentRunId"] for c in children} == {parents[0].info.run_id}
     job = array_job(cli.folder)
@@ -119,7 +119,7 @@ def test_a_cancelled_task_is_reported_the_others_counted_and_a_rerun_redoes_only
     assert sweep.returncode == 1, out
     assert re.search(rf"SLURM task {task} \(.*\) did not complete: .*CANCELLED", out), out
     assert "3/4 jobs recorded: 3 ok" in out and "1 without a record" in out
-    parents, children = mlflow_runs(f"sqlite:///{cli.folder / 'mlflow.db'}")
+    parents, children = mlflow_runs(cli.tracking_uri)
     assert len(parents) == 1 and len(children) == 3
     assert parents[0].data.metrics["n_ok"] == 3 and parents[0].data.metrics["n_missing"] == 1
 

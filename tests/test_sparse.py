@@ -9,7 +9,7 @@ from hydra import compose, initialize_config_dir
 from mlflow.tracking import MlflowClient
 
 import jacbench
-from conftest import QUICK
+from conftest import QUICK, jacobian_at, rel_err
 from jacbench import sparsity
 from jacbench.config import conf_dir, register_configs
 from jacbench.models.pde import Burgers1D
@@ -28,15 +28,6 @@ PER_SAMPLE = {"_target_": "jacbench.models.mlp.PerSampleMLP", "samples": 4, "n_i
 BURGERS = {"_target_": "jacbench.models.pde.Burgers1D", "n": 30}
 
 
-def rel_err(jac: torch.Tensor, reference: torch.Tensor) -> float:
-    return float(torch.linalg.norm(jac.double() - reference) / torch.linalg.norm(reference))
-
-
-def dense_jacobian(problem, x: torch.Tensor) -> torch.Tensor:
-    jac = torch.func.jacrev(problem.f)
-    return torch.func.vmap(jac)(x) if problem.batch > 1 else jac(x)
-
-
 @pytest.mark.parametrize("pattern", ["auto", "detect"])
 @pytest.mark.parametrize("name", SPARSE)
 def test_tridiagonal_burgers_takes_three_colours_and_is_right_at_two_points(name, pattern):
@@ -45,7 +36,7 @@ def test_tridiagonal_burgers_takes_three_colours_and_is_right_at_two_points(name
     assert prep.info.n_colors == 3
     assert prep.info.pattern_density == pytest.approx((3 * 30 - 2) / 30**2)
     for x in (problem.x, problem.x + 0.3 * torch.randn_like(problem.x)):
-        expected = dense_jacobian(problem, x)
+        expected = jacobian_at(problem, x)
         assert rel_err(prep(x), expected) < TOLERANCE[REGISTRY.get(name).kind]
 
 
@@ -65,7 +56,7 @@ def test_batches_of_points_get_per_sample_jacobians(name):
     problem = build_problem({**BURGERS, "batch": 3}, torch.float64, CPU, seed=0)
     jac = REGISTRY.prepare(name, problem)(problem.x)
     assert jac.shape == (3, 30, 30)
-    assert rel_err(jac, dense_jacobian(problem, problem.x)) < TOLERANCE[REGISTRY.get(name).kind]
+    assert rel_err(jac, jacobian_at(problem, problem.x)) < TOLERANCE[REGISTRY.get(name).kind]
 
 
 def test_detection_keeps_a_dependency_whose_derivative_is_zero_at_the_point():
@@ -147,7 +138,7 @@ def test_colours_and_density_reach_parquet_and_mlflow(cli):
     row = cli.results().iloc[0]
     assert row["n_colors"] == 3 and 0 < row["pattern_density"] < 0.05
     assert bool(row["within_tol"]) and "3 colours" in proc.stdout
-    client = MlflowClient(tracking_uri=f"sqlite:///{cli.folder / 'mlflow.db'}")
+    client = MlflowClient(tracking_uri=cli.tracking_uri)
     params = client.get_run(row["mlflow_run_id"]).data.params
     assert params["n_colors"] == "3" and float(params["pattern_density"]) < 0.05
 
@@ -156,7 +147,7 @@ def test_auto_takes_the_sparse_rule_where_a_pattern_is_declared_and_dense_elsewh
     burgers = build_problem(BURGERS, torch.float64, CPU, seed=0)
     prep = REGISTRY.prepare("auto", burgers, calibrate=False, compile=False)
     assert prep.info.chosen_strategy == "sparse_jacfwd" and prep.info.n_colors == 3
-    assert rel_err(prep(burgers.x), dense_jacobian(burgers, burgers.x)) < 1e-12
+    assert rel_err(prep(burgers.x), jacobian_at(burgers, burgers.x)) < 1e-12
     mlp = build_problem(PER_SAMPLE, torch.float64, CPU, seed=0)  # no declared pattern
     assert REGISTRY.prepare("auto", mlp, calibrate=False, compile=False).info.chosen_strategy in (
         "jacfwd",

@@ -5,6 +5,7 @@ from __future__ import annotations
 import pytest
 import torch
 
+from conftest import jacobian, rel_err
 from jacbench.numerics import compare
 from jacbench.problem import build_problem, make_problem
 from jacbench.reference import reference_jacobian
@@ -18,14 +19,6 @@ RECIPROCAL = {"_target_": "jacbench.models.toy.Reciprocal", "n": 5}
 REGISTRY = load_registry()
 EXACT = sorted(n for n, s in REGISTRY.strategies.items() if s.kind is Kind.EXACT)
 APPROXIMATE = sorted(n for n, s in REGISTRY.strategies.items() if s.kind is Kind.APPROXIMATE)
-
-
-def jacobian(name: str, problem, **options) -> torch.Tensor:
-    return REGISTRY.prepare(name, problem, **options)(problem.x)
-
-
-def rel_err(jac: torch.Tensor, reference: torch.Tensor) -> float:
-    return float(torch.linalg.norm(jac.double() - reference) / torch.linalg.norm(reference))
 
 
 def test_reference_matches_the_chain_rule_by_hand():
