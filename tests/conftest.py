@@ -81,6 +81,19 @@ def compiles_or_calibrates(name: str) -> bool:
     return isinstance(opts, CompileOptions) or any(flags)
 
 
+def compose_job(*overrides: str):
+    """The job config ``python -m jacbench OVERRIDES`` runs, through Hydra's compose API (for
+    tests that call ``jacbench.runner.execute`` directly)."""
+    from hydra import compose, initialize_config_dir
+
+    from jacbench.config import conf_dir, register_configs
+    from jacbench.registry import load_registry
+
+    register_configs(load_registry())  # strategy=<name> and its typed options
+    with initialize_config_dir(config_dir=str(conf_dir()), version_base="1.3"):
+        return compose(config_name="config", overrides=list(overrides))
+
+
 def sqlite_uri(folder: Path) -> str:
     """The tracking URI a job launched in ``folder`` uses by default."""
     return f"sqlite:///{folder / 'mlflow.db'}"
@@ -248,8 +261,8 @@ LAUNCH_FAST = ["timing=quick", "timing.memory=false"]
 
 @pytest.fixture
 def launch(cli: Cli):
-    """A fast ``python -m jacbench ARGS`` (quick timing, no memory, MLflow only if asked): (exit code,
-    the ``jacbench:`` lines of stderr, everything printed)."""
+    """A fast ``python -m jacbench ARGS`` (quick timing, no memory, MLflow only if asked):
+    (exit code, the ``jacbench:`` lines of stderr, everything printed)."""
 
     def run(*args: str, mlflow: bool = False) -> tuple[int, list[str], str]:
         tracking = f"mlflow.enabled={str(mlflow).lower()}"  # MLflow on: sqlite in tmp_path

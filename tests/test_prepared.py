@@ -8,11 +8,10 @@ from pathlib import Path
 
 import pytest
 import torch
-from hydra import compose, initialize_config_dir
 
 import jacbench
-from conftest import jacobian_at, rel_err
-from jacbench.config import conf_dir, register_configs
+from conftest import compose_job, jacobian_at, rel_err
+from jacbench.config import conf_dir
 from jacbench.errors import ConfigError, PointMismatch
 from jacbench.measure import torch_threads
 from jacbench.problem import ModelKeys, build_problem
@@ -21,7 +20,6 @@ from jacbench.strategy import Kind, StrategySkip
 
 CPU = torch.device("cpu")
 REGISTRY = load_registry()
-register_configs(REGISTRY)  # strategy=<name> choices for compose()
 ALL = sorted(REGISTRY.strategies)
 MLP = {"_target_": "jacbench.models.mlp.MLP", "n_in": 5, "hidden": 7, "n_out": 4, "depth": 2}
 MODELS = {
@@ -137,8 +135,7 @@ def model_names() -> list[str]:
 
 @pytest.mark.parametrize("model", model_names())
 def test_batch_is_a_key_of_every_model(model):
-    with initialize_config_dir(str(conf_dir()), version_base="1.3"):
-        cfg = compose("config", overrides=[f"model={model}", "model.batch=3"])
+    cfg = compose_job(f"model={model}", "model.batch=3")
     keys, _ = ModelKeys.split(dict(cfg.model))
     assert keys.batch == 3
     if keys.wrt == "params":
@@ -152,8 +149,7 @@ def test_batch_is_a_key_of_every_model(model):
 def test_custom_models_are_named_after_their_target():
     names = set()
     for target in ("jacbench.models.toy.Reciprocal", "jacbench.models.toy.CatPoly"):
-        with initialize_config_dir(str(conf_dir()), version_base="1.3"):
-            cfg = compose("config", overrides=["model=custom", f"model._target_={target}"])
+        cfg = compose_job("model=custom", f"model._target_={target}")
         keys, _ = ModelKeys.split(dict(cfg.model))
         names.add(keys.name)
     assert names == {"Reciprocal", "CatPoly"}

@@ -8,9 +8,8 @@ from pathlib import Path
 
 import pytest
 import torch
-from hydra import compose, initialize_config_dir
 
-from jacbench.config import conf_dir, register_configs
+from conftest import compose_job
 from jacbench.enums import Kind, Mode
 from jacbench.errors import ConfigError
 from jacbench.memory_budget import available_cpu_memory, check_fits
@@ -21,16 +20,13 @@ from jacbench.registry import load_registry
 from jacbench.runner import execute
 
 REGISTRY = load_registry()
-register_configs(REGISTRY)
 CPU = torch.device("cpu")
 CLOSURE = ["model=custom", "model._target_=user_models.closure_mlp", "model.input_shape=[5]"]
 
 
 def run(*overrides: str):
     """One job through the composed config and the job function, in process."""
-    with initialize_config_dir(str(conf_dir()), version_base="1.3"):
-        cfg = compose("config", overrides=[*overrides, "timing=quick", "timing.memory=false"])
-    return execute(cfg, REGISTRY)
+    return execute(compose_job(*overrides, "timing=quick", "timing.memory=false"), REGISTRY)
 
 
 def test_a_function_with_closure_constants_gets_a_float64_reference():

@@ -8,12 +8,10 @@ from pathlib import Path
 import pandas as pd
 import pyarrow as pa
 import pyarrow.parquet as pq
-from hydra import compose, initialize_config_dir
 
-from conftest import make_result
-from jacbench.config import conf_dir, config_hash, register_configs
+from conftest import compose_job, make_result
+from jacbench.config import config_hash
 from jacbench.recorders.parquet import read_results, write_result
-from jacbench.registry import load_registry
 from jacbench.result import COLUMNS, SCHEMA, Result
 
 REQUIRED = {
@@ -82,12 +80,6 @@ def test_older_files_with_fewer_columns_still_read(tmp_path: Path):
     pq.write_table(old, tmp_path / "old.parquet")
     frame = read_results(tmp_path)
     assert len(frame) == 2 and set(frame["strategy"]) == {"jacrev", "functional"}
-
-
-def compose_job(*overrides: str):
-    register_configs(load_registry())
-    with initialize_config_dir(config_dir=str(conf_dir()), version_base="1.3"):
-        return compose(config_name="config", overrides=list(overrides))
 
 
 def test_config_hash_is_stable_and_covers_what_is_measured_only():

@@ -5,13 +5,11 @@ from __future__ import annotations
 
 import pytest
 import torch
-from hydra import compose, initialize_config_dir
 from mlflow.tracking import MlflowClient
 
 import jacbench
-from conftest import QUICK, jacobian_at, rel_err
+from conftest import QUICK, compose_job, jacobian_at, rel_err
 from jacbench import sparsity
-from jacbench.config import conf_dir, register_configs
 from jacbench.models.pde import Burgers1D
 from jacbench.numerics import compare
 from jacbench.problem import build_problem, make_problem
@@ -168,12 +166,8 @@ def test_laplacian_pattern_is_the_five_point_stencil_and_its_jacobian_right():
 
 
 def test_a_csr_result_is_timed_as_it_is_and_judged_against_the_dense_reference():
-    registry = load_registry()
-    register_configs(registry)
     overrides = ["strategy=sparse_jacfwd", "strategy.output=csr", "model=burgers", "timing=quick"]
-    with initialize_config_dir(str(conf_dir()), version_base="1.3"):
-        cfg = compose("config", overrides=[*overrides, "timing.memory=false"])
-    result = execute(cfg, registry)
+    result = execute(compose_job(*overrides, "timing.memory=false"), REGISTRY)
     assert result.status == "ok", result.error_message
     assert result.within_tol and result.n_colors == 3 and result.time_median_s > 0
     assert len(result.jacobian) == 64 * 64  # stored dense, as every strategy's
