@@ -15,6 +15,7 @@ from hydra.types import RunMode
 from omegaconf import DictConfig
 from rich.console import Console
 
+from jacbench.claims import claimed
 from jacbench.config import conf_dir, config_hash, register_configs
 from jacbench.display import make_console, print_result
 from jacbench.inputs import check_results_dir, refusing
@@ -82,17 +83,29 @@ def thread_cap() -> int | None:
 
 
 def run_in_sweep(cfg: DictConfig, sweep: SweepState, launch_dir: Path, console: Console) -> None:
+    """Run job ``num`` of the sweep unless it is already recorded; claimed first, so that a
+    sweep running beside this one (same results folder) never measures it twice."""
     num = HydraConfig.get().job.num
-    done_before = find_done_result(results_dir(cfg, launch_dir), config_hash(cfg))
-    if done_before is not None and not cfg.force:
-        done = sweep.mark_job(num, job_record(num, done_before, "done", resumed=True))
+    folder, key = results_dir(cfg, launch_dir), config_hash(cfg)
+
+    def waiting(owner: dict) -> None:
         console.print(
-            f"[{done}/{sweep.total}] job {num}: already done ({done_before.name}); "
-            "force=true re-runs it"
+            f"job {num}: being run by another sweep (pid {owner.get('pid', '?')} on "
+            f"{owner.get('host', '?')}); waiting for it"
         )
-        return
-    result = execute(cfg, REGISTRY, thread_cap())
-    result, path = record(result, cfg, launch_dir, console, sweep.parent_run_id)
+
+    with claimed(folder, key, waiting, sweep.sweep_id) as waited:
+        done_before = find_done_result(folder, key)
+        if done_before is not None and (waited or not cfg.force):
+            done = sweep.mark_job(num, job_record(num, done_before, "done", resumed=True))
+            how = "done by another sweep" if waited else "already done"
+            console.print(
+                f"[{done}/{sweep.total}] job {num}: {how} ({done_before.name}); "
+                "force=true re-runs it"
+            )
+            return
+        result = execute(cfg, REGISTRY, thread_cap())
+        result, path = record(result, cfg, launch_dir, console, sweep.parent_run_id)
     done = sweep.mark_job(num, job_record(num, path, result.status, resumed=False))
     console.print(
         f"[{done}/{sweep.total}] job {num}: {result.strategy} {result.model} {result.dtype} "

@@ -14,6 +14,7 @@ import dataclasses
 import json
 import os
 import sys
+import uuid
 from dataclasses import dataclass
 from datetime import datetime, timezone
 from pathlib import Path
@@ -24,7 +25,7 @@ from hydra.core.global_hydra import GlobalHydra
 from hydra.core.hydra_config import HydraConfig
 from hydra.core.override_parser.overrides_parser import OverridesParser
 from hydra.experimental.callback import Callback
-from omegaconf import DictConfig
+from omegaconf import DictConfig, open_dict, read_write
 from rich.panel import Panel
 from rich.text import Text
 
@@ -42,14 +43,23 @@ from jacbench.recorders.parquet import read_files, write_atomic, write_table
 from jacbench.result import SCHEMA
 
 STATE_DIR = ".jacbench"
+# Set in every job's environment (Hydra's hydra.job.env_set, under every launcher): which
+# sweep the job belongs to, so that sweeps sharing a folder never share state.
+SWEEP_ENV = "JACBENCH_SWEEP_ID"
 
 
-def _state_folder(sweep_dir: str | Path) -> Path:
-    return Path(sweep_dir) / STATE_DIR
+def _state_folder(sweep_dir: str | Path, sweep_id: str) -> Path:
+    return Path(sweep_dir) / STATE_DIR / sweep_id
+
+
+def new_sweep_id() -> str:
+    """Unique even for sweeps started in the same second: the time, then random digits."""
+    return f"{datetime.now():%Y%m%dT%H%M%S}-{uuid.uuid4().hex[:8]}"
 
 
 @dataclass
 class SweepState:
+    sweep_id: str
     sweep_dir: str
     total: int
     overrides: list[str]
@@ -62,15 +72,15 @@ class SweepState:
 
     @property
     def folder(self) -> Path:
-        return _state_folder(self.sweep_dir)
+        return _state_folder(self.sweep_dir, self.sweep_id)
 
     def save(self) -> None:
         write_atomic(self.folder / "sweep.json", json.dumps(dataclasses.asdict(self), indent=1))
 
     @classmethod
-    def load(cls, sweep_dir: Path) -> SweepState | None:
-        path = _state_folder(sweep_dir) / "sweep.json"
-        return cls(**json.loads(path.read_text())) if path.is_file() else None
+    def load(cls, sweep_dir: Path, sweep_id: str) -> SweepState | None:
+        path = _state_folder(sweep_dir, sweep_id) / "sweep.json"
+        return cls(**json.loads(path.read_text())) if sweep_id and path.is_file() else None
 
     def mark_job(self, num: int, record: dict[str, Any]) -> int:
         """Record that job ``num`` is done; returns how many jobs are done."""
@@ -122,6 +132,7 @@ def open_sweep(config: DictConfig) -> SweepState:
     overrides = list(config.hydra.overrides.task)
     sweep_dir = (launch_dir / str(config.hydra.sweep.dir)).resolve()
     state = SweepState(
+        new_sweep_id(),
         str(sweep_dir),
         count_jobs(config),
         overrides,
@@ -155,6 +166,7 @@ def open_sweep(config: DictConfig) -> SweepState:
                 "results still go to parquet[/]"
             )
     state.save()
+    tell_jobs(config, state.sweep_id)
     console.print(
         f"[bold]jacbench sweep[/]: {state.total} jobs, folder {sweep_dir}"
         + (f", MLflow parent run {state.parent_run_id}" if state.parent_run_id else "")
@@ -163,10 +175,19 @@ def open_sweep(config: DictConfig) -> SweepState:
     return state
 
 
+def tell_jobs(config: DictConfig, sweep_id: str) -> None:
+    """Every job of this sweep gets ``sweep_id`` in its environment: the launcher composes
+    each job's config from these overrides, so this reaches in-process, joblib and SLURM
+    jobs alike (an environment variable of this process would miss reused joblib workers)."""
+    with read_write(config.hydra), open_dict(config.hydra):
+        config.hydra.overrides.hydra.append(f"++hydra.job.env_set.{SWEEP_ENV}={sweep_id}")
+
+
 def current_sweep() -> SweepState | None:
     """Inside a job of a multirun: its sweep (None if the sweep was not opened)."""
     hydra_cfg = HydraConfig.get()
-    return SweepState.load((Path(hydra_cfg.runtime.cwd) / hydra_cfg.sweep.dir).resolve())
+    sweep_dir = (Path(hydra_cfg.runtime.cwd) / hydra_cfg.sweep.dir).resolve()
+    return SweepState.load(sweep_dir, os.environ.get(SWEEP_ENV, ""))
 
 
 SUMMARY_SCHEMA = pa.schema(

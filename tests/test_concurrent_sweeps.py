@@ -1,0 +1,92 @@
+"""Sweeps that share a folder: each keeps its own state, and a job claimed by one is never
+measured again by another running beside it."""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import subprocess
+import sys
+import threading
+import time
+
+import pytest
+
+from conftest import clean_env, mlflow_runs
+from jacbench.claims import CLAIMS, claimed, try_claim
+from jacbench.recorders.parquet import read_results
+from jacbench.sweep import STATE_DIR
+
+
+def test_a_reused_sweep_folder_counts_only_this_sweeps_jobs(launch, tmp_path):
+    args = ["-m", "strategy=jacrev,jacfwd", "report=false", "hydra.sweep.dir=sw"]
+    launch(*args)
+    code, _, printed = launch(*args)  # as if started in the same second: the same folder
+    assert code == 0, printed
+    assert "2/2 jobs recorded" in printed and "2 already done" in printed, printed
+    assert len(list((tmp_path / "sw" / STATE_DIR).iterdir())) == 2  # one state per sweep
+
+
+def test_a_live_claim_is_respected_and_a_dead_ones_taken_over(tmp_path):
+    token, owner = try_claim(tmp_path, "abc")
+    assert token and not owner
+    again, owner = try_claim(tmp_path, "abc")
+    assert not again and owner["pid"] == os.getpid()  # held by a live process
+    dead = subprocess.Popen([sys.executable, "-c", "pass"])
+    dead.wait()
+    claim = tmp_path / CLAIMS / "abc.claim"
+    claim.write_text(json.dumps({**owner, "pid": dead.pid, "token": "old"}))
+    token, owner = try_claim(tmp_path, "abc")
+    assert token and not owner  # the dead process's claim was taken over
+    assert json.loads(claim.read_text())["token"] == token
+
+
+def test_a_claimed_job_waits_for_its_owner(tmp_path):
+    events = []
+    held = threading.Event()
+
+    def other_sweep():
+        with claimed(tmp_path, "job", lambda owner: None):
+            held.set()
+            time.sleep(1.0)
+            events.append("other done")
+
+    thread = threading.Thread(target=other_sweep)
+    thread.start()
+    held.wait(5)
+    with claimed(tmp_path, "job", lambda owner: events.append("waiting")) as waited:
+        events.append("mine")
+    thread.join()
+    assert waited and events == ["waiting", "other done", "mine"]
+    assert not list((tmp_path / CLAIMS).iterdir())  # released
+
+
+@pytest.mark.slow
+def test_two_sweeps_at_once_in_one_folder_run_each_job_once(tmp_path):
+    """Two real sweeps started together with the same sweep folder."""
+    jobs = "strategy=jacrev,jacfwd,functional,autograd_loop"
+    command = [sys.executable, "-m", "jacbench", "-m", jobs, "timing=quick", "report=false"]
+    command += ["timing.memory=false", "hydra.sweep.dir=sw"]
+    (tmp_path / "results").mkdir()
+    # The MLflow database exists before both start, as after any earlier sweep.
+    subprocess.run([*command[:3], "strategy=jacrev", "timing=quick"], cwd=tmp_path, env=clean_env())
+    for path in (tmp_path / "results").glob("*.parquet"):
+        path.unlink()
+    runs = [
+        subprocess.Popen(command, cwd=tmp_path, env=clean_env(), stdout=subprocess.PIPE, text=True)
+        for _ in range(2)
+    ]
+    outputs = [run.communicate(timeout=300)[0] for run in runs]
+    assert [run.returncode for run in runs] == [0, 0], outputs
+    rows = read_results(tmp_path / "results")
+    assert len(rows) == 4 and rows["config_hash"].nunique() == 4  # each job measured once
+    for output in outputs:
+        assert "4/4 jobs recorded" in output, output
+    parents, children = mlflow_runs(f"sqlite:///{tmp_path / 'mlflow.db'}")
+    assert len(parents) == 2 and len(children) == 4
+    ran = {p.info.run_id: 0 for p in parents}
+    for child in children:
+        ran[child.data.tags["mlflow.parentRunId"]] += 1
+    not_run = re.compile(r"\] job \d+: (already done|done by another sweep)")
+    assert sorted(ran.values()) == sorted(4 - len(not_run.findall(o)) for o in outputs)
