@@ -10,6 +10,8 @@ import resource
 import signal
 import stat
 import subprocess
+import sys
+import time
 from pathlib import Path
 
 import pyarrow as pa
@@ -20,6 +22,7 @@ from hydra.experimental.callback import Callback
 from conftest import make_result, mlflow_runs
 from jacbench.config import TimingConfig
 from jacbench.errors import ConfigError
+from jacbench.recorders.mlflow_db import create_atomically
 from jacbench.recorders.parquet import (
     QUARANTINE,
     find_done_result,
@@ -186,3 +189,63 @@ def test_a_sweep_whose_summary_cannot_be_written_closes_its_parent_run(
     assert [p.info.status for p in parents] == ["FAILED"]
     assert "summary not written" in parents[0].data.tags["error_message"]
     assert sorted(c.info.status for c in children) == ["FINISHED", "FINISHED"]
+
+
+def half_made_db(path: Path) -> None:
+    """What a process killed during MLflow's migrations leaves: every table made, the
+    schema version not yet stamped, a later table missing."""
+    import sqlite3
+
+    made = path.with_name("made.db")  # not the tested URI, which no cache may know
+    create_atomically(made)
+    with contextlib.closing(sqlite3.connect(made)) as db:
+        db.executescript("DELETE FROM alembic_version; DROP TABLE secrets;")
+    os.replace(made, path)
+
+
+def test_a_half_made_mlflow_db_is_one_line_with_the_fix(launch, tmp_path):
+    half_made_db(tmp_path / "mlflow.db")
+    code, _, printed = launch("strategy=jacrev", mlflow=True)
+    assert code == 0, printed  # the job and its row are not held up by tracking
+    assert len(read_results(tmp_path / "results")) == 1
+    said = "".join(printed.split())  # rich wraps long lines where it likes
+    db = tmp_path / "mlflow.db"
+    assert "".join(f"the MLflow database {db} is broken".split()) in said, printed
+    assert "".join(f"mv {db} {db}.broken".split()) in said and "Traceback" not in printed
+
+
+def schema_version(path: Path) -> str:
+    import sqlite3
+
+    with contextlib.closing(sqlite3.connect(f"file:{path}?mode=ro", uri=True)) as db:
+        return db.execute("SELECT version_num FROM alembic_version").fetchone()[0]
+
+
+@pytest.mark.slow
+def test_killing_the_first_mlflow_db_creation_leaves_no_db_or_a_complete_one(tmp_path):
+    made = tmp_path / "made" / "mlflow.db"
+    create_atomically(made)
+    head = schema_version(made)
+    path = tmp_path / "mlflow.db"
+    code = f"from jacbench.recorders.mlflow_db import ready_store; ready_store('sqlite:///{path}')"
+
+    def watch(proc: subprocess.Popen, seconds: float) -> None:
+        """While ``proc`` runs: whenever mlflow.db exists, it is complete."""
+        end = time.monotonic() + seconds
+        while proc.poll() is None and time.monotonic() < end:
+            if path.exists():
+                assert schema_version(path) == head
+            time.sleep(0.02)
+
+    for delay in (0.3, 1.5):  # kill -9 at two moments of the creation
+        proc = subprocess.Popen([sys.executable, "-c", code])
+        started = time.monotonic()
+        while not list(tmp_path.glob(".mlflow.db.*.tmp")) and time.monotonic() - started < 60:
+            time.sleep(0.01)
+        watch(proc, delay)
+        proc.kill()
+        proc.wait()
+        assert not path.exists() or schema_version(path) == head
+    proc = subprocess.Popen([sys.executable, "-c", code])  # a first run to its end
+    watch(proc, 300)
+    assert proc.wait() == 0 and schema_version(path) == head

@@ -50,7 +50,7 @@ def record(
                 parent_run_id,
             )
         except Exception as exc:
-            reason = " ".join(str(exc).split())[:300]
+            reason = " ".join(str(exc).split())[:600]
             tracking_failed = (
                 f"MLflow tracking failed ({tracking.uri}): {type(exc).__name__}: {reason}"
             )

@@ -16,6 +16,7 @@ from pathlib import Path
 from typing import Any, TypeVar
 
 from jacbench.enums import Status
+from jacbench.recorders.mlflow_db import ready_store
 from jacbench.result import Result
 
 os.environ.setdefault("MLFLOW_SUPPRESS_PRINTING_URL_TO_STDOUT", "true")
@@ -63,6 +64,7 @@ def _retry(call: Callable[[], T], attempts: int = 4) -> T:
 def _client(tracking: Tracking):
     from mlflow.tracking import MlflowClient
 
+    ready_store(tracking.uri, tracking.artifact_root)  # a local database: made atomically
     return MlflowClient(tracking_uri=tracking.uri)
 
 
