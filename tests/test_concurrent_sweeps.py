@@ -13,7 +13,7 @@ import time
 
 import pytest
 
-from conftest import clean_env, mlflow_runs
+from conftest import clean_env, mlflow_runs, sqlite_uri
 from jacbench.claims import CLAIMS, claimed, try_claim
 from jacbench.recorders.parquet import read_results
 from jacbench.sweep import STATE_DIR
@@ -83,7 +83,7 @@ def test_two_sweeps_at_once_in_one_folder_run_each_job_once(tmp_path):
     assert len(rows) == 4 and rows["config_hash"].nunique() == 4  # each job measured once
     for output in outputs:
         assert "4/4 jobs recorded" in output, output
-    parents, children = mlflow_runs(f"sqlite:///{tmp_path / 'mlflow.db'}")
+    parents, children = mlflow_runs(sqlite_uri(tmp_path))
     assert len(parents) == 2 and len(children) == 4
     ran = {p.info.run_id: 0 for p in parents}
     for child in children:
