@@ -99,6 +99,20 @@ def sqlite_uri(folder: Path) -> str:
     return f"sqlite:///{folder / 'mlflow.db'}"
 
 
+def half_made_db(path: Path) -> None:
+    """What a process killed during MLflow's migrations leaves: every table made, the
+    schema version not yet stamped, a later table missing."""
+    import sqlite3
+
+    from jacbench.recorders.mlflow_db import create_atomically
+
+    made = path.with_name("made.db")  # not the tested URI, which no cache may know
+    create_atomically(made)
+    with contextlib.closing(sqlite3.connect(made)) as db:
+        db.executescript("DELETE FROM alembic_version; DROP TABLE secrets;")
+    os.replace(made, path)
+
+
 def clean_env(**extra: str) -> dict[str, str]:
     env = {k: v for k, v in os.environ.items() if not k.startswith("MLFLOW_")}
     env.update(extra)

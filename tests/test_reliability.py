@@ -19,7 +19,7 @@ import pyarrow.parquet as pq
 import pytest
 from hydra.experimental.callback import Callback
 
-from conftest import make_result, mlflow_runs
+from conftest import half_made_db, make_result, mlflow_runs
 from jacbench.config import TimingConfig
 from jacbench.errors import ConfigError
 from jacbench.recorders.mlflow_db import create_atomically
@@ -189,18 +189,6 @@ def test_a_sweep_whose_summary_cannot_be_written_closes_its_parent_run(
     assert [p.info.status for p in parents] == ["FAILED"]
     assert "summary not written" in parents[0].data.tags["error_message"]
     assert sorted(c.info.status for c in children) == ["FINISHED", "FINISHED"]
-
-
-def half_made_db(path: Path) -> None:
-    """What a process killed during MLflow's migrations leaves: every table made, the
-    schema version not yet stamped, a later table missing."""
-    import sqlite3
-
-    made = path.with_name("made.db")  # not the tested URI, which no cache may know
-    create_atomically(made)
-    with contextlib.closing(sqlite3.connect(made)) as db:
-        db.executescript("DELETE FROM alembic_version; DROP TABLE secrets;")
-    os.replace(made, path)
 
 
 def test_a_half_made_mlflow_db_is_one_line_with_the_fix(launch, tmp_path):

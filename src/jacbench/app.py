@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import dataclasses
-import json
 import logging
 import os
 import sys
@@ -19,7 +18,7 @@ from jacbench.claims import claimed
 from jacbench.config import conf_dir, config_hash, register_configs
 from jacbench.display import make_console, print_result
 from jacbench.inputs import check_results_dir, refusing
-from jacbench.recorders.mlflow_run import Tracking, log_result
+from jacbench.recorders.mlflow_run import Tracking, log_row
 from jacbench.recorders.parquet import find_done_result, write_result
 from jacbench.registry import load_registry
 from jacbench.result import Result
@@ -42,13 +41,7 @@ def record(
     if cfg.mlflow.enabled:
         tracking = Tracking.resolve(launch_dir, cfg.mlflow.tracking_uri, cfg.mlflow.experiment)
         try:
-            run_id = log_result(
-                result,
-                tracking,
-                json.loads(result.model_options),
-                json.loads(result.strategy_options),
-                parent_run_id,
-            )
+            run_id = log_row(result, tracking, parent_run_id)
         except Exception as exc:
             reason = " ".join(str(exc).split())[:600]
             tracking_failed = (

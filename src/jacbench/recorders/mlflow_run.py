@@ -7,6 +7,7 @@ sweep in the launching process each address runs by id.
 
 from __future__ import annotations
 
+import json
 import math
 import os
 import time
@@ -166,6 +167,7 @@ PARAM_FIELDS = [
     "memory_method",
     "config_hash",
 ]
+JOB_TAG = "jacbench.job_id"  # the row's job_id: which run belongs to which parquet row
 SHORT_DTYPES = {"float16": "f16", "bfloat16": "bf16", "float32": "f32", "float64": "f64"}
 
 
@@ -221,7 +223,6 @@ def run_name(result: Result) -> str:
 def _log_problem(tracking: Tracking, run_id: str, result: Result) -> None:
     """The problem as the run's dataset input, so the runs table filters and groups by it."""
     import hashlib
-    import json
 
     from mlflow.entities import Dataset, DatasetInput, InputTag
 
@@ -262,6 +263,7 @@ def log_result(
     _log_problem(tracking, run_id, result)
     tags = {
         "problem": problem_name(result),
+        JOB_TAG: result.job_id,
         "status": result.status,
         "timing_warning": result.timing_warning[:5000],
         "error_message": result.error_message[:5000],
@@ -275,6 +277,26 @@ def log_result(
     failed = result.status == Status.FAILED
     _log_and_close(tracking, run_id, metrics_of(result), params, tags, failed)
     return run_id
+
+
+def log_row(result: Result, tracking: Tracking, parent_run_id: str = "") -> str:
+    """``log_result`` with the options the row carries (as JSON): what a job records, and
+    what ``python -m jacbench.sync`` logs later for a row recorded while tracking was down."""
+    model_options = json.loads(result.model_options or "{}")
+    strategy_options = json.loads(result.strategy_options or "{}")
+    return log_result(result, tracking, model_options, strategy_options, parent_run_id)
+
+
+def logged_run(tracking: Tracking, job_id: str) -> str:
+    """The id of the closed run already logged for this job ("" if none): a sync whose
+    write-back failed finds it instead of logging the job twice."""
+    client = _client(tracking)
+    experiment = client.get_experiment_by_name(tracking.experiment)
+    if experiment is None:
+        return ""
+    query = f"tags.`{JOB_TAG}` = '{job_id}' and attributes.status != 'RUNNING'"
+    runs = client.search_runs([experiment.experiment_id], query, max_results=1)
+    return runs[0].info.run_id if runs else ""
 
 
 EXPERIMENT_NOTE = (
@@ -324,8 +346,6 @@ def describe_experiment(tracking: Tracking, expand_run: str = "") -> str:
     """Describe the experiment, save the runs table's view (readable columns, sweeps
     expanded), and ask for the classic model-training layout (``mlflow.experimentKind``,
     read by MLflow 3's UI) unless someone chose otherwise. Returns the experiment's id."""
-    import json
-
     client = _client(tracking)
     experiment_id = _retry(lambda: ensure_experiment(tracking))
     tags = client.get_experiment(experiment_id).tags

@@ -62,7 +62,7 @@ def quarantine(path: Path, error: Exception) -> None:
     print(f"jacbench: skipped unreadable result file {path} ({error}); {where}", file=sys.stderr)
 
 
-def _read_one(path: Path) -> pa.Table | None:
+def read_one(path: Path) -> pa.Table | None:
     """The file's table with jacbench's column types, or None (quarantined) if it has none."""
     try:
         table = pq.read_table(path)
@@ -97,7 +97,7 @@ def read_files(paths: Iterable[Path]) -> pd.DataFrame:
     are read one by one, so files of an older jacbench (fewer columns) still load."""
     tables, missing = [], set()
     for path in paths:
-        table = _read_one(path)
+        table = read_one(path)
         if table is None:
             continue
         missing |= set(SCHEMA.names) - set(table.column_names)
@@ -122,7 +122,7 @@ def find_done_result(folder: Path, config_hash: str) -> Path | None:
     """The newest file under ``folder`` whose row for this config_hash is ``ok`` or
     ``skipped`` (the strategy cannot apply: running it again would not change that)."""
     for path in sorted(Path(folder).glob(f"*_{config_hash}_*.parquet"), reverse=True):
-        table = _read_one(path)
+        table = read_one(path)
         if table is None or "status" not in table.column_names:
             continue
         status = table.column("status").to_pylist()

@@ -1,0 +1,93 @@
+"""``python -m jacbench.sync``: rows recorded while tracking was down get their MLflow runs."""
+
+from __future__ import annotations
+
+from conftest import half_made_db, sqlite_uri
+from jacbench import sync
+from jacbench.recorders.mlflow_run import JOB_TAG
+from jacbench.recorders.parquet import read_results
+
+
+def job_runs(tmp_path) -> list:
+    """The jacbench experiment's runs of jobs (tagged with their job id), through MLflow."""
+    from mlflow.tracking import MlflowClient
+
+    client = MlflowClient(tracking_uri=sqlite_uri(tmp_path))
+    experiment = client.get_experiment_by_name("jacbench")
+    runs = client.search_runs([experiment.experiment_id], max_results=1000)
+    return [run for run in runs if JOB_TAG in run.data.tags]
+
+
+def run_ids(tmp_path) -> dict[str, str]:
+    rows = read_results(tmp_path / "results")
+    return dict(zip(rows["job_id"], rows["mlflow_run_id"], strict=True))
+
+
+def run_sync(tmp_path, monkeypatch, capsys) -> tuple[int, str]:
+    """``python -m jacbench.sync results`` typed in the launch folder (default tracking)."""
+    monkeypatch.chdir(tmp_path)
+    code = sync.main(["results"])
+    captured = capsys.readouterr()
+    return code, captured.out + captured.err
+
+
+def test_rows_recorded_without_tracking_get_their_runs_once(launch, tmp_path, monkeypatch, capsys):
+    code, _, printed = launch("-m", "strategy=jacrev,jacfwd", "report=false")  # MLflow off
+    assert code == 0, printed
+    code, _, printed = launch("strategy=functional", mlflow=True)
+    assert code == 0, printed
+    ids = run_ids(tmp_path)
+    assert sorted(bool(i) for i in ids.values()) == [False, False, True]
+    assert [r.data.tags[JOB_TAG] for r in job_runs(tmp_path)] == [j for j, i in ids.items() if i]
+
+    code, printed = run_sync(tmp_path, monkeypatch, capsys)
+    assert code == 0, printed
+    assert "2 row(s) without an MLflow run now have one" in printed, printed
+    runs = {run.data.tags[JOB_TAG]: run for run in job_runs(tmp_path)}
+    synced = run_ids(tmp_path)
+    assert sorted(runs) == sorted(synced) and all(synced.values())
+    for job_id, run in runs.items():  # each row names its own, complete run
+        assert run.info.run_id == synced[job_id] and run.info.status == "FINISHED"
+        assert run.data.params["strategy"] and run.data.metrics["time_median_ms"] > 0
+    assert {ids[j] for j in ids if ids[j]} <= set(synced.values())  # the tracked one kept
+
+    code, printed = run_sync(tmp_path, monkeypatch, capsys)
+    assert code == 0 and "0 row(s) without an MLflow run" in printed, printed
+    assert len(job_runs(tmp_path)) == 3 and run_ids(tmp_path) == synced
+
+
+def test_a_run_logged_but_not_written_back_is_found_not_logged_again(
+    launch, tmp_path, monkeypatch, capsys
+):
+    code, _, printed = launch("strategy=jacrev", mlflow=True)
+    assert code == 0, printed
+    (path,) = (tmp_path / "results").glob("*.parquet")
+    logged = run_ids(tmp_path)
+    table = sync.read_one(path)
+    sync.write_atomic(
+        path,
+        table.set_column(  # the row as if its id had not been written
+            table.schema.get_field_index("mlflow_run_id"), "mlflow_run_id", [[""]]
+        ),
+    )
+    assert not sync.row_result(sync.read_one(path)).mlflow_run_id
+
+    code, printed = run_sync(tmp_path, monkeypatch, capsys)
+    assert code == 0, printed
+    assert run_ids(tmp_path) == logged and len(job_runs(tmp_path)) == 1  # not logged twice
+
+
+def test_tracking_still_down_is_one_line_and_rows_are_left_as_they_are(
+    launch, tmp_path, monkeypatch, capsys
+):
+    code, _, printed = launch("-m", "strategy=jacrev,jacfwd", "report=false")
+    assert code == 0, printed
+    half_made_db(tmp_path / "mlflow.db")
+    before = {p: p.read_bytes() for p in (tmp_path / "results").glob("*.parquet")}
+
+    code, printed = run_sync(tmp_path, monkeypatch, capsys)
+    lines = [line for line in printed.splitlines() if line.startswith("jacbench:")]
+    assert code == 1 and len(lines) == 1, printed
+    assert "MLflow tracking failed" in lines[0] and "2 file(s) not checked" in lines[0]
+    assert "Traceback" not in printed
+    assert {p: p.read_bytes() for p in before} == before
