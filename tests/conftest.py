@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
+import importlib.util
 import io
 import os
 import sys
@@ -18,6 +19,8 @@ import torch
 
 from jacbench.recorders.parquet import read_results
 from jacbench.result import Result
+
+SCRIPTS = Path(__file__).resolve().parents[1] / "scripts"
 
 QUICK = ["timing=quick"]
 NO_MLFLOW = ["mlflow.enabled=false"]
@@ -285,3 +288,12 @@ def launch(cli: Cli):
         return proc.returncode, lines, proc.stdout + proc.stderr
 
     return run
+
+
+def load_script(name: str):
+    """A script of ``scripts/`` imported as a module, so tests call its functions in process."""
+    spec = importlib.util.spec_from_file_location(name, SCRIPTS / f"{name}.py")
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[spec.name] = module
+    spec.loader.exec_module(module)
+    return module

@@ -3,23 +3,19 @@
 
 from __future__ import annotations
 
-import importlib.util
 import json
 import math
 import shutil
-import sys
 from datetime import datetime, timedelta, timezone
 from pathlib import Path
 
 import pytest
 from mlflow.tracking import MlflowClient
 
-from conftest import QUICK, make_result, mlflow_runs
+from conftest import QUICK, load_script, make_result, mlflow_runs
 from jacbench.recorders.mlflow_run import Tracking, describe_experiment, log_result
 from jacbench.report.overview import jobs_table, overview
 from jacbench.sweep import sweep_name, swept_keys
-
-ROOT = Path(__file__).resolve().parents[1]
 
 
 def _tracking(tmp_path: Path) -> Tracking:
@@ -153,20 +149,11 @@ def test_sweep_parent_run_answers_through_the_mlflow_api(cli):
         assert child.info.end_time - child.info.start_time >= child.data.metrics["measure_ms"]
 
 
-def _load_script():
-    path = ROOT / "scripts" / "mlflow_ui_check.py"
-    spec = importlib.util.spec_from_file_location("mlflow_ui_check", path)
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[spec.name] = module
-    spec.loader.exec_module(module)
-    return module
-
-
 @pytest.mark.slow
 def test_the_real_ui_shows_the_answer_first(cli, tmp_path: Path):
     """Starts mlflow server on 127.0.0.1 and reads it in headless Chromium."""
     pytest.importorskip("playwright.sync_api", reason="pip install playwright")
-    script = _load_script()
+    script = load_script("mlflow_ui_check")
     if not Path(script.CHROMIUM).exists() and not shutil.which("chromium"):
         pytest.skip("no chromium (apt-get install -y --no-install-recommends chromium)")
     proc = cli("-m", "strategy=jacrev,jacfwd,functional", "dtype=float32,float64", *QUICK)

@@ -1,0 +1,202 @@
+"""The checks a GPU user relies on, run on a CUDA machine: ``python scripts/gpu_check.py``.
+
+1. Timing: jacbench's CUDA-synchronised timing (torch.utils.benchmark) of a prepared Jacobian
+   against ``torch.cuda.Event`` timing of the same call (their ratio should be near 1).
+2. Memory: the allocator's peak for one call against an independent estimate (the Jacobian's
+   own bytes plus the batched cotangents: a reverse-mode call cannot need less).
+3. Reduced precision: a real sweep ``strategy=jacrev,jacfwd,fd_central`` over
+   ``dtype=float32,float16,bfloat16`` on the GPU, with err_eps and the verdict of each job;
+   float32 again with TF32 forced on (``TORCH_ALLOW_TF32_CUBLAS_OVERRIDE=1``) and off.
+4. Device names in the parquet rows and in the MLflow runs (the GPU's name, not ``cpu``).
+5. A sweep of two jobs at a time on one GPU (joblib launcher, ``n_jobs=2``): every row ok.
+
+Every check prints what it measured; the exit status is 1 when one fails, 2 when there is no
+CUDA device. ``--device cpu`` runs the same checks on the CPU (perf_counter timing, profiler
+memory, no TF32 pair) so the script itself can be tested where there is no GPU.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+import torch
+from torch import nn
+
+import jacbench
+from jacbench.config import TimingConfig
+from jacbench.measure import peak_memory, synchronize, time_steady_state, torch_threads
+from jacbench.recorders.parquet import read_results
+
+SWEEP = ["strategy=jacrev,jacfwd,fd_central", "model=mlp", "timing=quick"]
+TF32_OVERRIDE = "TORCH_ALLOW_TF32_CUBLAS_OVERRIDE"
+
+
+@dataclass
+class Check:
+    name: str
+    ok: bool
+    detail: str
+
+
+def mlp_problem(device: torch.device) -> tuple[nn.Module, torch.Tensor]:
+    """A 256-512-512-256 MLP at one point (M=N=256): big enough to keep a GPU busy."""
+    torch.manual_seed(0)
+    net = nn.Sequential(nn.Linear(256, 512), nn.Tanh(), nn.Linear(512, 512), nn.Tanh())
+    net = nn.Sequential(*net, nn.Linear(512, 256)).to(device)
+    return net, torch.randn(256, device=device)
+
+
+def event_median(call, device: torch.device, repeats: int = 50) -> float:
+    """Median seconds of ``call()``: CUDA events around each call (perf_counter on CPU)."""
+    times = []
+    for _ in range(repeats):
+        if device.type == "cuda":
+            start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+            start.record()
+            call()
+            end.record()
+            end.synchronize()
+            times.append(start.elapsed_time(end) / 1e3)
+        else:
+            begin = time.perf_counter()
+            call()
+            times.append(time.perf_counter() - begin)
+    return statistics.median(times)
+
+
+def check_timing(device: torch.device) -> Check:
+    net, x = mlp_problem(device)
+    prep = jacbench.prepare(net, x, "jacrev")
+    prep(x)
+    synchronize(device)
+    ours = time_steady_state(prep, x, TimingConfig(min_run_time=0.5, warmup=3, threads=1))
+    with torch_threads(1):  # as jacbench times it (threads=1)
+        events = event_median(lambda: prep(x), device)
+    ratio = ours.time_median_s / events
+    detail = (
+        f"jacbench median {ours.time_median_s * 1e3:.3f} ms, event median "
+        f"{events * 1e3:.3f} ms: ratio {ratio:.2f}"
+    )
+    return Check("timing", 0.7 <= ratio <= 1.4, detail)
+
+
+def check_memory(device: torch.device) -> Check:
+    net, x = mlp_problem(device)
+    prep = jacbench.prepare(net, x, "jacrev")
+    prep(x)
+    item = x.element_size()
+    # the result (M x N) and the M one-hot cotangents vmap pushes back (M x M): a floor
+    floor = (256 * 256 + 256 * 256) * item
+    peak = peak_memory(lambda: prep(x), device)
+    ratio = peak / floor
+    detail = f"peak {peak / 2**20:.2f} MiB, floor {floor / 2**20:.2f} MiB: ratio {ratio:.2f}"
+    return Check("memory", 0.5 <= ratio <= 50, detail)
+
+
+def jacbench_cli(folder: Path, *args: str, env: dict[str, str] | None = None) -> None:
+    """``python -m jacbench ARGS`` in ``folder``, its output kept in ``folder/jacbench.log``."""
+    folder.mkdir(parents=True, exist_ok=True)
+    cmd = [sys.executable, "-m", "jacbench", *args]
+    with open(folder / "jacbench.log", "a") as log:
+        env = {**os.environ, **(env or {})}
+        done = subprocess.run(cmd, cwd=folder, env=env, stdout=log, stderr=subprocess.STDOUT)
+    if done.returncode != 0:
+        raise SystemExit(
+            f"gpu_check: {' '.join(cmd[1:])} failed with exit {done.returncode}; "
+            f"see {folder / 'jacbench.log'}"
+        )
+
+
+def check_precision(device: str, scratch: Path) -> list[Check]:
+    folder = scratch / "precision"
+    jacbench_cli(folder, "-m", *SWEEP, "dtype=float32,float16,bfloat16", f"device={device}")
+    rows = read_results(folder / "results")
+    table = rows.sort_values(["dtype", "strategy"])[
+        ["strategy", "dtype", "status", "err_eps", "within_tol"]
+    ]
+    print(table.to_string(index=False))
+    checks = [Check("precision sweep", len(rows) == 9, f"{len(rows)} of 9 rows")]
+    exact = rows[rows["strategy"].isin(["jacrev", "jacfwd"])]
+    bad = exact[(exact["status"] != "ok") | (exact["within_tol"] != True)]  # noqa: E712
+    checks.append(Check("exact strategies within tolerance", bad.empty, f"{len(bad)} not"))
+    if device == "cpu":
+        return checks
+    errs = {}
+    for flag in ("0", "1"):
+        sub = scratch / f"tf32_{flag}"
+        jacbench_cli(
+            sub,
+            "strategy=jacrev",
+            "dtype=float32",
+            f"device={device}",
+            "timing=quick",
+            env={TF32_OVERRIDE: flag},
+        )
+        errs[flag] = float(read_results(sub / "results")["rel_err"].iloc[0])
+    detail = f"float32 jacrev rel_err: TF32 off {errs['0']:.2e}, TF32 on {errs['1']:.2e}"
+    checks.append(Check("TF32 off is no less accurate than on", errs["0"] <= errs["1"], detail))
+    return checks
+
+
+def check_device_names(device: str, scratch: Path) -> Check:
+    from mlflow.tracking import MlflowClient
+
+    folder = scratch / "precision"
+    rows = read_results(folder / "results")
+    want = torch.cuda.get_device_name(0) if device == "cuda" else "cpu"
+    names = set(rows["device_name"])
+    client = MlflowClient(tracking_uri=f"sqlite:///{folder / 'mlflow.db'}")
+    experiment = client.get_experiment_by_name("jacbench")
+    runs = client.search_runs([experiment.experiment_id], "tags.`mlflow.parentRunId` != ''")
+    logged = {r.data.params.get("device_name") or r.data.tags.get("device_name") for r in runs}
+    detail = f"parquet {sorted(names)}, MLflow {sorted(map(str, logged))}, expected {want!r}"
+    return Check("device names", names == {want} and logged == {want}, detail)
+
+
+def check_parallel_sweep(device: str, scratch: Path) -> Check:
+    folder = scratch / "joblib"
+    jacbench_cli(
+        folder,
+        "-m",
+        *SWEEP,
+        "dtype=float32,float64",
+        f"device={device}",
+        "hydra/launcher=joblib",
+        "hydra.launcher.n_jobs=2",
+    )
+    rows = read_results(folder / "results")
+    ok = int((rows["status"] == "ok").sum())
+    return Check("two jobs at a time on one device", ok == 6 == len(rows), f"{ok}/6 ok")
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--device", default="cuda", choices=["cuda", "cpu"])
+    parser.add_argument("--out", type=Path, help="keep the sweeps' folders here")
+    args = parser.parse_args()
+    if args.device == "cuda" and not torch.cuda.is_available():
+        print("gpu_check: no CUDA device (torch.cuda.is_available() is False); run it on a GPU")
+        raise SystemExit(2)
+    device = torch.device(args.device)
+    if device.type == "cuda":
+        print(f"gpu_check: {torch.cuda.get_device_name(0)}, torch {torch.__version__}")
+    scratch = args.out or Path(tempfile.mkdtemp(prefix="gpu_check-"))
+    checks = [check_timing(device), check_memory(device)]
+    checks += check_precision(args.device, scratch)
+    checks += [check_device_names(args.device, scratch), check_parallel_sweep(args.device, scratch)]
+    for check in checks:
+        print(f"{'ok  ' if check.ok else 'FAIL'} {check.name}: {check.detail}")
+    print(f"gpu_check: sweeps kept in {scratch}")
+    raise SystemExit(0 if all(c.ok for c in checks) else 1)
+
+
+if __name__ == "__main__":
+    main()

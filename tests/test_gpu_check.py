@@ -1,0 +1,57 @@
+"""scripts/gpu_check.py: the checks a GPU user relies on (run on a GPU where there is one)."""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+import pytest
+import torch
+
+from conftest import load_script
+
+CUDA = torch.cuda.is_available()
+
+
+def run_script(monkeypatch: pytest.MonkeyPatch, *args: str) -> int:
+    script = load_script("gpu_check")
+    monkeypatch.setattr(sys, "argv", ["gpu_check.py", *args])
+    with pytest.raises(SystemExit) as exit_:
+        script.main()
+    return exit_.value.code
+
+
+@pytest.mark.skipif(CUDA, reason="a CUDA device is visible")
+def test_without_cuda_it_says_so_and_exits_2(monkeypatch, capsys):
+    assert run_script(monkeypatch) == 2
+    assert "no CUDA device" in capsys.readouterr().out
+
+
+def checks_passed(output: str) -> list[str]:
+    lines = [line for line in output.splitlines() if line.startswith(("ok  ", "FAIL"))]
+    assert [line for line in lines if line.startswith("FAIL")] == []
+    return [line.split(":")[0][4:].strip() for line in lines]
+
+
+@pytest.mark.slow
+def test_every_check_runs_and_passes_on_the_cpu(monkeypatch, capsys, tmp_path: Path):
+    """The script's machinery end to end without a GPU: real sweeps, parquet and MLflow."""
+    assert run_script(monkeypatch, "--device", "cpu", "--out", str(tmp_path)) == 0
+    names = checks_passed(capsys.readouterr().out)
+    assert names == [
+        "timing",
+        "memory",
+        "precision sweep",
+        "exact strategies within tolerance",
+        "device names",
+        "two jobs at a time on one device",
+    ]
+    assert len(list((tmp_path / "precision" / "results").glob("*.parquet"))) == 9
+
+
+@pytest.mark.slow
+@pytest.mark.skipif(not CUDA, reason="needs a CUDA GPU")
+def test_every_check_passes_on_the_gpu(monkeypatch, capsys, tmp_path: Path):
+    assert run_script(monkeypatch, "--out", str(tmp_path)) == 0
+    names = checks_passed(capsys.readouterr().out)
+    assert "TF32 off is no less accurate than on" in names
