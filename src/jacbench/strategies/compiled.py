@@ -67,7 +67,10 @@ def compile_checked(fn: Callable, x: torch.Tensor, mode: str = "default") -> Cal
     if not hasattr(torch, "compile"):
         raise StrategySkip(f"torch {torch.__version__} has no torch.compile")
     _raise_cache_limits()
-    compiled = torch.compile(fn, mode=mode)
+    # dynamic=False: a prepared Jacobian is made for one shape, and dynamo's automatic dynamic
+    # shapes (switched on when the same code is met with another shape in the process) traced
+    # vmap(jacrev) symbolically and failed ("Please convert all Tensors to FakeTensors") in CI
+    compiled = torch.compile(fn, mode=mode, dynamic=False)
 
     def call(v: torch.Tensor) -> torch.Tensor:  # a new point may compile again
         with autograd_state_kept():
