@@ -184,3 +184,20 @@ def test_parent_overview_says_when_nothing_finished_or_the_winner_is_unsettled()
     ]
     view = overview(pd.DataFrame([r.__dict__ for r in noisy]))
     assert "(not settled)" in view.tags["recommended_strategy"]
+
+
+def test_the_headline_names_the_problem_each_recommendation_answers():
+    import pandas as pd
+
+    rows = [
+        make_result(strategy="jacrev", dtype="float16", time_median_s=1e-3),
+        make_result(strategy="jacfwd", dtype="float16", time_median_s=2e-3),
+        make_result(strategy="jacfwd", dtype="float32", time_median_s=1e-3),
+        make_result(strategy="jacrev", dtype="float32", time_median_s=2e-3),
+    ]
+    first = overview(pd.DataFrame([r.__dict__ for r in rows])).description.splitlines()[0]
+    assert first == "**Recommended: float16: jacrev; float32: jacfwd**"
+    same = [make_result(strategy="jacrev", dtype=d, time_median_s=1e-3) for d in ("float16",)]
+    same += [make_result(strategy="jacrev", dtype="float32", time_median_s=1e-3)]
+    first = overview(pd.DataFrame([r.__dict__ for r in same])).description.splitlines()[0]
+    assert first == "**Recommended: jacrev**"

@@ -12,7 +12,7 @@ from dataclasses import dataclass, field
 
 import pandas as pd
 
-from jacbench.report.analysis import RULE, recommend
+from jacbench.report.analysis import RULE, Recommendation, recommend
 from jacbench.report.problems import DEFAULT_STRATEGY, normalise, problems
 
 # The summary table's columns, in units read at a glance (what log_table shows).
@@ -47,13 +47,30 @@ def jobs_table(rows: pd.DataFrame) -> pd.DataFrame:
     return table
 
 
+def distinguishing(titles: list[str]) -> list[str]:
+    """Each title without the words all titles share: ``mlp (N=32, M=48) float16 cpu`` and
+    ``... float32 cpu`` become ``float16`` and ``float32``."""
+    words = [title.split() for title in titles]
+    shared = set.intersection(*(set(w) for w in words)) if words else set()
+    return [" ".join(w for w in ws if w not in shared) for ws in words]
+
+
+def headline(recs: list[Recommendation]) -> str:
+    """The recommendation in one line: the choice, or for several problems each problem's
+    distinguishing words and its choice (a bare list of strategies would not say which
+    problem each one answers)."""
+    if len({rec.choice() for rec in recs}) == 1:
+        return recs[0].choice()
+    labels = distinguishing([rec.problem for rec in recs])
+    return "; ".join(f"{label}: {rec.choice()}" for label, rec in zip(labels, recs, strict=True))
+
+
 def overview(rows: pd.DataFrame, answer: str = "", sweep_line: str = "") -> Overview:
     """The parent run's description and tags from the sweep's rows. The description's first
     line is the answer in one line (the runs table shows only that line)."""
     rows, _ = normalise(rows)
     recs = [recommend(title, group) for title, group in problems(rows)]
-    bests = list(dict.fromkeys(rec.choice() for rec in recs))
-    first = "**Recommended: " + ", ".join(bests) + "**" if recs else "Nothing was recorded."
+    first = "**Recommended: " + headline(recs) + "**" if recs else "Nothing was recorded."
     speedups = [f"{r.speedup_vs_default:.1f}x" for r in recs if r.speedup_vs_default]
     if speedups:
         first += f" ({', '.join(speedups)} faster than `{DEFAULT_STRATEGY}`)"
