@@ -67,6 +67,7 @@ class SweepState:
     analysis: str | None = None  # experiments: "module:function" answering from the rows
     report: bool = True  # write the report into the sweep folder and the parent run
     parent_run_id: str = ""
+    sweep_pid: int = 0  # the launching process: its worker processes end when it is gone
     finished: bool = False
     exit_code: int = 0
 
@@ -139,6 +140,7 @@ def open_sweep(config: DictConfig) -> SweepState:
         None,
         config.get("analysis"),
         bool(config.get("report", True)),
+        sweep_pid=os.getpid(),
     )
     console = make_console()
     if config.mlflow.enabled:

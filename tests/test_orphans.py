@@ -1,0 +1,112 @@
+"""A sweep killed with ``kill -9`` leaves no worker process behind."""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from conftest import clean_env
+from jacbench.claims import CLAIMS
+from jacbench.orphans import exit_with
+
+
+def alive(pid: int) -> bool:
+    """Running (a zombie that nobody reaps counts as gone)."""
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_text()
+    except FileNotFoundError:
+        return False
+    return stat.rpartition(")")[2].split()[0] != "Z"
+
+
+def children(pid: int) -> set[int]:
+    found = set()
+    for stat in Path("/proc").glob("[0-9]*/stat"):
+        with contextlib.suppress(OSError):
+            if int(stat.read_text().rpartition(")")[2].split()[1]) == pid:
+                found.add(int(stat.parent.name))
+    return found
+
+
+def still_alive(pids: set[int], seconds: float) -> set[int]:
+    end = time.monotonic() + seconds
+    while {p for p in pids if alive(p)} and time.monotonic() < end:
+        time.sleep(0.05)
+    return {p for p in pids if alive(p)}
+
+
+WORKER = (
+    "import os, time; from jacbench.orphans import exit_with; "
+    "assert exit_with(os.getppid(), 0.05); print('watching', flush=True); time.sleep(60)"
+)
+SWEEP = (
+    "import subprocess, sys; "
+    f"child = subprocess.Popen([sys.executable, '-c', {WORKER!r}]); "
+    "print(child.pid, flush=True); child.wait()"
+)
+
+
+def test_a_worker_exits_when_the_sweeps_process_is_killed():
+    sweep = subprocess.Popen(
+        [sys.executable, "-c", SWEEP],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        start_new_session=True,
+        env=clean_env(),
+    )
+    try:
+        worker = int(sweep.stdout.readline())
+        assert sweep.stdout.readline().strip() == "watching"
+        sweep.kill()  # kill -9: no cleanup of its own
+        sweep.wait()
+        assert not still_alive({worker}, 10)
+        said = sweep.stderr.read()
+        assert f"the sweep's process {sweep.pid} is gone; worker {worker} exits" in said
+    finally:
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(sweep.pid, signal.SIGKILL)
+
+
+def test_only_a_child_of_the_sweep_is_watched():
+    dead = subprocess.Popen([sys.executable, "-c", "pass"])
+    dead.wait()
+    assert not exit_with(0)  # a sweep state of an older jacbench
+    assert not exit_with(os.getpid())  # the basic launcher: jobs run in the sweep's process
+    assert not exit_with(dead.pid)  # not our parent: a SLURM node, or already orphaned
+
+
+@pytest.mark.slow
+def test_kill_9_of_a_joblib_sweep_leaves_no_worker_or_resource_tracker(tmp_path):
+    command = [sys.executable, "-m", "jacbench", "-m", "hydra/launcher=joblib"]
+    command += ["hydra.launcher.n_jobs=2", "strategy=jacrev,jacfwd,functional,autograd_loop"]
+    command += ["timing.min_run_time=60", "mlflow.enabled=false", "report=false"]
+    sweep = subprocess.Popen(
+        command,
+        cwd=tmp_path,
+        env=clean_env(),
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+        start_new_session=True,
+    )
+    try:
+        claims = tmp_path / "results" / CLAIMS
+        end = time.monotonic() + 120
+        while len(list(claims.glob("*.claim"))) < 2 and time.monotonic() < end:
+            time.sleep(0.1)
+        assert len(list(claims.glob("*.claim"))) == 2  # both workers are measuring
+        helpers = children(sweep.pid)  # two loky workers and two resource trackers
+        assert len(helpers) >= 3, helpers
+        sweep.kill()
+        sweep.wait()
+        assert not still_alive(helpers, 15)
+    finally:
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(sweep.pid, signal.SIGKILL)
