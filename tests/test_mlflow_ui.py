@@ -140,7 +140,8 @@ def test_sweep_parent_run_answers_through_the_mlflow_api(cli):
     assert f"/runs/{parent.info.run_id}?workflowType=machine_learning" in proc.stdout
     tags = parent.data.tags
     assert tags["mlflow.note.content"].startswith("**Recommended: ")
-    assert tags["recommended_strategy"] in {"jacrev", "functional"}
+    settled = tags["recommended_strategy"].removesuffix(" (not settled)")  # noisy timing
+    assert settled in {"jacrev", "functional", "jacrev or functional", "functional or jacrev"}
     assert parent.info.run_name.startswith("strategy (2 jobs) 20")
     artifacts = {a.path for a in MlflowClient(uri).list_artifacts(parent.info.run_id)}
     assert "summary_table.json" in artifacts
