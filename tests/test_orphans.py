@@ -14,7 +14,7 @@ import pytest
 
 from conftest import clean_env
 from jacbench.claims import CLAIMS
-from jacbench.orphans import exit_with
+from jacbench.orphans import exit_with, runs_beside_sweep
 
 
 def alive(pid: int) -> bool:
@@ -42,45 +42,65 @@ def still_alive(pids: set[int], seconds: float) -> set[int]:
     return {p for p in pids if alive(p)}
 
 
-WORKER = (
+# A job in a process the sweep started: watched from the moment it starts.
+WATCHED = (
     "import os, time; from jacbench.orphans import exit_with; "
-    "assert exit_with(os.getppid(), 0.05); print('watching', flush=True); time.sleep(60)"
+    "import sys; assert exit_with(int(sys.argv[1]), True, 0.05); print('watching', flush=True); "
+    "time.sleep(60)"
 )
-SWEEP = (
-    "import subprocess, sys; "
-    f"child = subprocess.Popen([sys.executable, '-c', {WORKER!r}]); "
-    "print(child.pid, flush=True); child.wait()"
+# A job that starts only after the sweep died (killed while its worker was starting).
+LATE = (
+    "import os, sys, time; sweep = int(sys.argv[1]); from jacbench.orphans import exit_with\n"
+    "while os.getppid() == sweep: time.sleep(0.01)\n"
+    "exit_with(sweep, True, 0.05); time.sleep(60)"
 )
 
 
-def test_a_worker_exits_when_the_sweeps_process_is_killed():
-    sweep = subprocess.Popen(
-        [sys.executable, "-c", SWEEP],
+def sweep_process(worker: str) -> subprocess.Popen:
+    """A stand-in for the sweep's process: starts ``worker`` and prints its pid."""
+    code = (
+        "import os, subprocess, sys; "
+        f"child = subprocess.Popen([sys.executable, '-c', {worker!r}, str(os.getpid())]); "
+        "print(child.pid, flush=True); child.wait()"
+    )
+    return subprocess.Popen(
+        [sys.executable, "-c", code],
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
         text=True,
         start_new_session=True,
         env=clean_env(),
     )
+
+
+@pytest.mark.parametrize("worker", [WATCHED, LATE], ids=["running", "not yet started"])
+def test_a_worker_exits_when_the_sweeps_process_is_killed(worker):
+    sweep = sweep_process(worker)
     try:
-        worker = int(sweep.stdout.readline())
-        assert sweep.stdout.readline().strip() == "watching"
+        pid = int(sweep.stdout.readline())
+        if worker == WATCHED:
+            assert sweep.stdout.readline().strip() == "watching"
         sweep.kill()  # kill -9: no cleanup of its own
         sweep.wait()
-        assert not still_alive({worker}, 10)
+        assert not still_alive({pid}, 10)
         said = sweep.stderr.read()
-        assert f"the sweep's process {sweep.pid} is gone; worker {worker} exits" in said
+        assert f"the sweep's process {sweep.pid} is gone; worker {pid} exits" in said
     finally:
         with contextlib.suppress(ProcessLookupError):
             os.killpg(sweep.pid, signal.SIGKILL)
 
 
-def test_only_a_child_of_the_sweep_is_watched():
-    dead = subprocess.Popen([sys.executable, "-c", "pass"])
-    dead.wait()
-    assert not exit_with(0)  # a sweep state of an older jacbench
-    assert not exit_with(os.getpid())  # the basic launcher: jobs run in the sweep's process
-    assert not exit_with(dead.pid)  # not our parent: a SLURM node, or already orphaned
+def test_only_a_job_in_a_process_the_sweep_started_is_watched():
+    assert not exit_with(0, True)  # a sweep state of an older jacbench
+    assert not exit_with(os.getpid(), True)  # the basic launcher: jobs in the sweep's process
+    assert not exit_with(os.getppid(), False)  # a SLURM job: its sweep may end before it
+    targets = {
+        "hydra._internal.core_plugins.basic_launcher.BasicLauncher": False,
+        "hydra_plugins.hydra_joblib_launcher.joblib_launcher.JoblibLauncher": True,
+        "hydra_plugins.hydra_submitit_launcher.submitit_launcher.LocalLauncher": True,
+        "hydra_plugins.hydra_submitit_launcher.submitit_launcher.SlurmLauncher": False,
+    }
+    assert {t: runs_beside_sweep(t) for t in targets} == targets
 
 
 @pytest.mark.slow

@@ -18,7 +18,7 @@ from jacbench.claims import claimed
 from jacbench.config import conf_dir, config_hash, register_configs
 from jacbench.display import make_console, print_result
 from jacbench.inputs import check_results_dir, refusing
-from jacbench.orphans import exit_with
+from jacbench.orphans import exit_with, runs_beside_sweep
 from jacbench.recorders.mlflow_run import Tracking, log_row
 from jacbench.recorders.parquet import find_done_result, write_result
 from jacbench.registry import load_registry
@@ -79,7 +79,8 @@ def thread_cap() -> int | None:
 def run_in_sweep(cfg: DictConfig, sweep: SweepState, launch_dir: Path, console: Console) -> None:
     """Run job ``num`` of the sweep unless it is already recorded; claimed first, so that a
     sweep running beside this one (same results folder) never measures it twice."""
-    exit_with(sweep.sweep_pid)  # a worker process: never outlive a killed sweep
+    launcher = str(HydraConfig.get().launcher.get("_target_", ""))
+    exit_with(sweep.sweep_pid, runs_beside_sweep(launcher))  # never outlive a killed sweep
     num = HydraConfig.get().job.num
     folder, key = results_dir(cfg, launch_dir), config_hash(cfg)
 

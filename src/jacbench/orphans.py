@@ -5,7 +5,7 @@ Loky keeps its workers alive for reuse and does not watch its parent: after ``ki
 the sweep they went on measuring and then idled for minutes holding their memory (and
 kept loky's and multiprocessing's resource trackers alive, which exit once no worker
 holds their pipe). The first job a worker runs starts a thread that ends the worker as
-soon as the sweep's process is no longer its parent.
+soon as the sweep's process is gone; a job that starts after it died ends at once.
 """
 
 from __future__ import annotations
@@ -17,29 +17,51 @@ import time
 
 POLL_S = 0.5  # a getppid() call twice a second: nothing next to the timed work
 EXIT_CODE = 143  # what a shell shows for a process ended by SIGTERM
+# Launchers whose jobs run on the sweep's machine, in processes the sweep started.
+LOCAL_LAUNCHERS = ("JoblibLauncher", "LocalLauncher")
 _WATCHING: set[int] = set()
 
 
-def exit_with(sweep_pid: int, poll_s: float = POLL_S) -> bool:
-    """In a child of the sweep's process (``sweep_pid``): end this process once that parent
-    is gone. Returns whether this process is watched (never the sweep's own process, nor a
-    job elsewhere, e.g. on a SLURM node)."""
-    if sweep_pid in _WATCHING:
-        return True
-    if not sweep_pid or os.getpid() == sweep_pid or os.getppid() != sweep_pid:
+def runs_beside_sweep(launcher_target: str) -> bool:
+    """Whether the launcher (Hydra's ``hydra.launcher._target_``) runs jobs in processes
+    the sweep started on its own machine (not in its process, not on SLURM nodes)."""
+    return launcher_target.rpartition(".")[2] in LOCAL_LAUNCHERS
+
+
+def exit_with(sweep_pid: int, beside_sweep: bool, poll_s: float = POLL_S) -> bool:
+    """In a process the sweep (``sweep_pid``) started: end this process once the sweep's
+    process is gone (at once if it already is). Returns whether this process is watched."""
+    if not (beside_sweep and sweep_pid) or os.getpid() == sweep_pid:
         return False
-    _WATCHING.add(sweep_pid)
-    watch = threading.Thread(
-        target=_exit_when_orphaned, args=(sweep_pid, poll_s), name="jacbench-sweep-watch"
-    )
-    watch.daemon = True
-    watch.start()
+    if sweep_pid not in _WATCHING:
+        _WATCHING.add(sweep_pid)
+        watch = threading.Thread(
+            target=_exit_when_orphaned, args=(sweep_pid, poll_s), name="jacbench-sweep-watch"
+        )
+        watch.daemon = True
+        watch.start()
+    return True
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:  # another user's process took the number: ours is gone
+        return False
     return True
 
 
 def _exit_when_orphaned(sweep_pid: int, poll_s: float) -> None:
-    while os.getppid() == sweep_pid:
-        time.sleep(poll_s)
+    # A child of the sweep is re-parented the moment the sweep dies (even before anyone
+    # reaps it); a job started by an intermediate process asks whether the sweep is alive.
+    if os.getppid() == sweep_pid:
+        while os.getppid() == sweep_pid:
+            time.sleep(poll_s)
+    else:
+        while _alive(sweep_pid):
+            time.sleep(poll_s)
     print(
         f"jacbench: the sweep's process {sweep_pid} is gone; worker {os.getpid()} exits "
         "(its job in progress is not recorded; run the same sweep again to resume)",
