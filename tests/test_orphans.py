@@ -103,8 +103,14 @@ def test_only_a_job_in_a_process_the_sweep_started_is_watched():
     assert {t: runs_beside_sweep(t) for t in targets} == targets
 
 
+def loky_workers(pid: int) -> set[int]:
+    return {k for k in children(pid) if b"popen_loky" in Path(f"/proc/{k}/cmdline").read_bytes()}
+
+
 @pytest.mark.slow
-def test_kill_9_of_a_joblib_sweep_leaves_no_worker_or_resource_tracker(tmp_path):
+@pytest.mark.parametrize("when", ["measuring", "starting"])
+def test_kill_9_of_a_joblib_sweep_leaves_no_worker_or_resource_tracker(tmp_path, when):
+    """Killed while both workers measure, or while they start (before their first job)."""
     command = [sys.executable, "-m", "jacbench", "-m", "hydra/launcher=joblib"]
     command += ["hydra.launcher.n_jobs=2", "strategy=jacrev,jacfwd,functional,autograd_loop"]
     command += ["timing.min_run_time=60", "mlflow.enabled=false", "report=false"]
@@ -119,14 +125,19 @@ def test_kill_9_of_a_joblib_sweep_leaves_no_worker_or_resource_tracker(tmp_path)
     try:
         claims = tmp_path / "results" / CLAIMS
         end = time.monotonic() + 120
-        while len(list(claims.glob("*.claim"))) < 2 and time.monotonic() < end:
-            time.sleep(0.1)
-        assert len(list(claims.glob("*.claim"))) == 2  # both workers are measuring
-        helpers = children(sweep.pid)  # two loky workers and two resource trackers
-        assert len(helpers) >= 3, helpers
+        if when == "measuring":
+            while len(list(claims.glob("*.claim"))) < 2 and time.monotonic() < end:
+                time.sleep(0.1)
+            assert len(list(claims.glob("*.claim"))) == 2  # both workers are measuring
+        else:
+            while len(loky_workers(sweep.pid)) < 2 and time.monotonic() < end:
+                time.sleep(0.02)
+            assert not claims.exists()  # no job has started
+        helpers = children(sweep.pid)  # loky workers (and resource trackers once started)
+        assert len(loky_workers(sweep.pid)) == 2, helpers
         sweep.kill()
         sweep.wait()
-        assert not still_alive(helpers, 15)
+        assert not still_alive(helpers, 30)
     finally:
         with contextlib.suppress(ProcessLookupError):
             os.killpg(sweep.pid, signal.SIGKILL)

@@ -32,6 +32,7 @@ from rich.text import Text
 from jacbench.display import make_console, summary_table
 from jacbench.enums import Status
 from jacbench.inputs import check_sweep, load_analysis, refusing
+from jacbench.orphans import watch_loky_workers
 from jacbench.recorders.mlflow_run import (
     ParentOutcome,
     Tracking,
@@ -169,6 +170,8 @@ def open_sweep(config: DictConfig) -> SweepState:
             )
     state.save()
     tell_jobs(config, state.sweep_id)
+    if "JoblibLauncher" in str(config.hydra.launcher.get("_target_", "")):
+        watch_loky_workers(state.sweep_pid)
     console.print(
         f"[bold]jacbench sweep[/]: {state.total} jobs, folder {sweep_dir}"
         + (f", MLflow parent run {state.parent_run_id}" if state.parent_run_id else "")
