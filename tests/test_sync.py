@@ -2,10 +2,10 @@
 
 from __future__ import annotations
 
-from conftest import half_made_db, sqlite_uri
+from conftest import half_made_db, make_result, sqlite_uri
 from jacbench import sync
 from jacbench.recorders.mlflow_run import JOB_TAG
-from jacbench.recorders.parquet import read_results
+from jacbench.recorders.parquet import read_results, write_result
 
 
 def job_runs(tmp_path) -> list:
@@ -91,3 +91,18 @@ def test_tracking_still_down_is_one_line_and_rows_are_left_as_they_are(
     assert "MLflow tracking failed" in lines[0] and "2 file(s) not checked" in lines[0]
     assert "Traceback" not in printed
     assert {p: p.read_bytes() for p in before} == before
+
+
+def test_a_row_mlflow_cannot_take_is_named_and_the_others_are_synced(tmp_path, monkeypatch, capsys):
+    good = write_result(make_result(job_id="a" * 16, config_hash="good"), tmp_path / "results")
+    bad = make_result(job_id="b" * 16, config_hash="bad", model_options="{not json")
+    bad_path = write_result(bad, tmp_path / "results")
+
+    code, printed = run_sync(tmp_path, monkeypatch, capsys)
+    lines = [line for line in printed.splitlines() if line.startswith("jacbench:")]
+    assert code == 1 and len(lines) == 1, printed
+    assert f"{bad_path.name}: no MLflow run logged (JSONDecodeError" in lines[0]
+    assert "1 row(s) without an MLflow run now have one" in printed
+    (run,) = job_runs(tmp_path)
+    assert run.data.tags[JOB_TAG] == "a" * 16 and run_ids(tmp_path)["a" * 16] == run.info.run_id
+    assert good.exists() and not run_ids(tmp_path)["b" * 16]

@@ -42,9 +42,10 @@ def sync_file(path: Path, tracking: Tracking) -> str:
     if result.mlflow_run_id:
         return ""
     try:
-        run_id = logged_run(tracking, result.job_id) or log_row(result, tracking)
+        run_id = logged_run(tracking, result.job_id)
     except Exception as exc:
         raise TrackingDown(f"{type(exc).__name__}: {exc}") from exc
+    run_id = run_id or log_row(result, tracking)  # a failure here is this row's
     updated = dataclasses.replace(result, mlflow_run_id=run_id)
     write_atomic(path, pa.Table.from_pylist([dataclasses.asdict(updated)], schema=SCHEMA))
     return run_id
@@ -87,6 +88,10 @@ def main(argv: list[str] | None = None) -> int:
         except OSError as exc:  # the run is logged; the next sync finds it by job id
             failed += 1
             print(f"jacbench: {path}: run id not written ({one_line(exc)})", file=sys.stderr)
+        except Exception as exc:  # a row MLflow refused (e.g. of an older jacbench)
+            failed += 1
+            what = f"{type(exc).__name__}: {one_line(exc)}"
+            print(f"jacbench: {path}: no MLflow run logged ({what})", file=sys.stderr)
     print(f"{logged} row(s) without an MLflow run now have one in {tracking.uri}")
     return 1 if failed else 0
 
