@@ -19,6 +19,7 @@ import torch
 
 from jacbench.recorders.parquet import read_results
 from jacbench.result import Result
+from jacbench.strategies.compiled import AUTOGRAD_KEYS, autograd_keys_excluded
 
 SCRIPTS = Path(__file__).resolve().parents[1] / "scripts"
 
@@ -34,6 +35,7 @@ def torch_state() -> dict[str, object]:
         "grad enabled": torch.is_grad_enabled(),
         "functorch levels": torch._C._functorch.get_dynamic_layer_stack_depth(),
         "torch function modes": torch._C._len_torch_function_stack(),
+        "autograd dispatch keys excluded": autograd_keys_excluded(),
     }
 
 
@@ -49,6 +51,8 @@ def torch_state_left_clean():
         _LEAKED.append(torch.autograd.grad_mode._enter_inference_mode(False))
         torch._C._functorch.pop_dynamic_layer_stack_and_undo_to_depth(0)
         torch._C._set_grad_enabled(True)
+        for key in AUTOGRAD_KEYS:
+            torch._C._dispatch_tls_set_dispatch_key_excluded(key, False)
         pytest.fail(f"the test left torch state behind: {left}")
 
 

@@ -196,3 +196,31 @@ def test_auto_keeps_pytorchs_default_where_it_is_fastest(monkeypatch):
     )
     choice = auto_module.choose(problem, auto_module.AutoOptions(compile=False))
     assert choice.strategy == "functional"
+
+
+@pytest.mark.parametrize(
+    "leak",
+    [
+        torch._C._AutoDispatchBelowADInplaceOrView,  # CI: "InferenceMode::is_enabled() && ..."
+        lambda: torch.autograd.grad_mode._enter_inference_mode(True),
+    ],
+    ids=["dispatch_guard", "inference_mode"],
+)
+def test_compiled_calls_put_back_autograd_state_the_compiler_left_behind(leak):
+    """What torch.compile left entered in CI is undone after the call: later code still
+    records graphs and runs forward AD."""
+    from jacbench.strategies.compiled import autograd_state_kept
+
+    with autograd_state_kept():
+        guard = leak()
+        guard.__enter__()  # entered and never exited, as the compiler left it
+    x = torch.randn(3, requires_grad=True)
+    (x * 2).sum().backward()
+    assert torch.equal(x.grad, torch.full((3,), 2.0))
+    zeros, ones = torch.zeros(3, dtype=torch.float64), torch.ones(3, dtype=torch.float64)
+    jvp = torch.func.jvp(torch.sin, (zeros,), (ones,))
+    assert torch.equal(jvp[1], ones)
+    _HELD.append(guard)  # alive to the end of the process: the state was really left behind
+
+
+_HELD: list[object] = []

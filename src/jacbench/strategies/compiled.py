@@ -41,6 +41,16 @@ def _raise_cache_limits() -> None:
 _RESTORED: list[object] = []
 
 
+# A dispatch guard left entered (AutoDispatchBelowADInplaceOrView) keeps autograd's keys
+# excluded: no graph is recorded ("element 0 of tensors does not require grad") and forward
+# AD reaches kernels meant for inference mode ("InferenceMode::is_enabled() && primal...").
+AUTOGRAD_KEYS = (torch._C.DispatchKey.AutogradFunctionality, torch._C.DispatchKey.ADInplaceOrView)
+
+
+def autograd_keys_excluded() -> tuple[bool, ...]:
+    return tuple(torch._C._dispatch_tls_is_dispatch_key_excluded(k) for k in AUTOGRAD_KEYS)
+
+
 @contextlib.contextmanager
 def autograd_state_kept() -> Iterator[None]:
     """Leave the thread's autograd state as it was found.
@@ -48,13 +58,18 @@ def autograd_state_kept() -> Iterator[None]:
     In CI (cold compile caches, a loaded machine) every test after compiling the
     transformer's parameter Jacobian, or Burgers' batched one, failed with inference-mode
     and functorch-level errors or all-zero Jacobians: torch 2.13's compiler had left that
-    thread state behind. A sweep runs many jobs in one process, so it is put back here,
-    after every compiled call."""
+    thread state behind (inference mode, functorch levels, autograd dispatch keys excluded).
+    A sweep runs many jobs in one process, so it is put back here, after every compiled
+    call."""
     grad, inference = torch.is_grad_enabled(), torch.is_inference_mode_enabled()
     depth = torch._C._functorch.get_dynamic_layer_stack_depth()
+    excluded = autograd_keys_excluded()
     try:
         yield
     finally:
+        for key, was in zip(AUTOGRAD_KEYS, excluded, strict=True):
+            if torch._C._dispatch_tls_is_dispatch_key_excluded(key) != was:
+                torch._C._dispatch_tls_set_dispatch_key_excluded(key, was)
         if torch._C._functorch.get_dynamic_layer_stack_depth() != depth:
             torch._C._functorch.pop_dynamic_layer_stack_and_undo_to_depth(depth)
         if torch.is_inference_mode_enabled() != inference:
