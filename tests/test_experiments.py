@@ -4,6 +4,7 @@ phenomenon through the recorded rows of the sweep, and that an answer was writte
 from __future__ import annotations
 
 import pandas as pd
+import pytest
 import torch
 
 from conftest import NO_MLFLOW, QUICK, mlflow_runs
@@ -27,6 +28,7 @@ def recorded_jacobian(row: pd.Series) -> torch.Tensor:
     )
 
 
+@pytest.mark.slow  # over 10 s: a real sweep or a subprocess per run
 def test_seed000_backward_and_jacobian_sum_agree_to_rounding(cli):
     rows, answer = run_experiment(cli, "seed000", "seed=0,1", *NO_MLFLOW)
     assert len(rows) == 16 and set(rows["status"]) == {"ok"}
@@ -42,6 +44,7 @@ def test_seed000_backward_and_jacobian_sum_agree_to_rounding(cli):
     assert "both are right to within rounding" in answer
 
 
+@pytest.mark.slow  # over 10 s: a real sweep or a subprocess per run
 def test_seed001_float32_forward_difference_fails_at_the_threads_step(cli):
     rows, answer = run_experiment(
         cli, "seed001", "strategy=fd_forward", "strategy.eps=1e-3", *NO_MLFLOW

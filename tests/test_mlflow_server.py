@@ -68,6 +68,7 @@ def mlflow_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
     log.close()
 
 
+@pytest.mark.slow  # over 10 s: a real sweep or a subprocess per run
 def test_sweep_against_a_real_tracking_server(cli, mlflow_server):
     env = clean_env(MLFLOW_TRACKING_URI=mlflow_server)
     proc = cli("-m", "strategy=jacrev,fd_central", "dtype=float32,float64", *QUICK, env=env)

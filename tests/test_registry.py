@@ -88,6 +88,7 @@ def test_unknown_name_lists_valid_strategies():
         load_registry().get("nosuch")
 
 
+@pytest.mark.slow  # over 10 s: a real sweep or a subprocess per run
 def test_cli_with_a_broken_plugin_installed(cli, outside_packages):
     env = clean_env(PYTHONPATH=str(outside_packages))
     ok = cli("strategy=jacfwd", "mlflow.enabled=false", *QUICK, env=env)

@@ -178,6 +178,7 @@ def test_a_mixed_result_set_still_gives_a_report(tmp_path: Path):
     assert "Not drawn" in text  # no eps or shape sweep here, and the report says so
 
 
+@pytest.mark.slow  # over 10 s: a real sweep or a subprocess per run
 def test_report_cli_on_a_real_sweep_and_the_parent_run_carries_it(cli, tmp_path: Path):
     proc = cli(
         "-m",

@@ -28,7 +28,9 @@ def resumed_jobs(stdout: str) -> int:
 
 
 @pytest.mark.parametrize(
-    "launcher", [[], pytest.param(JOBLIB, marks=pytest.mark.slow)], ids=["basic", "joblib"]
+    "launcher",
+    [pytest.param([], marks=pytest.mark.slow), pytest.param(JOBLIB, marks=pytest.mark.slow)],
+    ids=["basic", "joblib"],
 )
 def test_eight_jobs_are_recorded_nested_summarised_and_not_rerun(cli, launcher):
     proc = cli("-m", *GRID, *launcher, timeout=600)

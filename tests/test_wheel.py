@@ -8,6 +8,8 @@ import sysconfig
 import venv
 from pathlib import Path
 
+import pytest
+
 from conftest import QUICK, clean_env
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -19,6 +21,7 @@ def pip(*args: str) -> None:
     )
 
 
+@pytest.mark.slow  # builds and installs a wheel
 def test_installed_wheel_runs_from_another_folder(tmp_path: Path):
     wheels = tmp_path / "wheels"
     pip("wheel", "--no-deps", "--no-build-isolation", "-q", "-w", str(wheels), str(ROOT))

@@ -50,6 +50,7 @@ def run_cli(folder: Path, *args: str) -> subprocess.CompletedProcess:
     )
 
 
+@pytest.mark.slow  # over 10 s: a real sweep or a subprocess per run
 def test_installed_plugin_runs_as_a_strategy_choice(tmp_path: Path):
     ok = run_cli(tmp_path, "strategy=complex_step", "dtype=float64")
     assert ok.returncode == 0, ok.stderr
