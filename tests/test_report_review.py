@@ -93,17 +93,15 @@ def test_a_failed_single_run_prints_its_reason_once(launch):
 
 
 def timed(strategy: str, ms: float, kind: str = "exact", noisy: bool = False, **changes):
-    return make_result(
-        strategy=strategy,
-        strategy_kind=kind,
-        strategy_mode="numeric" if kind == "approximate" else "reverse",
-        time_median_s=ms * 1e-3,
-        time_iqr_s=ms * 1e-5,
-        timing_warning="Interquartile range is 40% of the median" if noisy else "",
-        err_eps=1e3 if kind == "approximate" else 2.0,
-        job_id=f"{strategy}{ms}".ljust(16, "0")[:16],
+    fields = {
+        "strategy_mode": "numeric" if kind == "approximate" else "reverse",
+        "time_iqr_s": ms * 1e-5,
+        "timing_warning": "Interquartile range is 40% of the median" if noisy else "",
+        "err_eps": 1e3 if kind == "approximate" else 2.0,
+        "job_id": f"{strategy}{ms}".ljust(16, "0")[:16],
         **changes,
-    )
+    }
+    return make_result(strategy=strategy, strategy_kind=kind, time_median_s=ms * 1e-3, **fields)
 
 
 def recommendation(*results):
@@ -154,3 +152,121 @@ def test_report_and_mlflow_description_show_the_same_pick_and_alternative(tmp_pa
     )
     assert view.tags["recommended_strategy"] == "jacrev"
     assert view.tags["recommended_with_alternative"].startswith("jacrev (fd_central is 1.2x")
+
+
+def texts_inside(fig) -> list[str]:
+    """The texts of a figure (labels, ticks, titles, point names) drawn outside it."""
+    fig.canvas.draw()
+    renderer = fig.canvas.get_renderer()
+    outside = []
+    for ax in fig.axes:
+        if not ax.get_visible():
+            continue
+        texts = [ax.xaxis.label, ax.yaxis.label, ax.title, *ax.texts]
+        low_x, high_x = sorted(ax.get_xlim())
+        low_y, high_y = sorted(ax.get_ylim())
+        texts += [t for t in ax.get_xticklabels() if low_x <= t.get_position()[0] <= high_x]
+        texts += [t for t in ax.get_yticklabels() if low_y <= t.get_position()[1] <= high_y]
+        for text in texts:
+            if not text.get_text() or not text.get_visible():
+                continue
+            box = text.get_window_extent(renderer)
+            if box.x0 < -1 or box.y0 < -1 or box.x1 > fig.bbox.x1 + 1 or box.y1 > fig.bbox.y1 + 1:
+                outside.append(text.get_text())
+    return outside
+
+
+def plot_rows(*results):
+    rows, _ = normalise(frame(*results))
+    return rows, problems(rows)
+
+
+def test_speed_vs_accuracy_names_its_points_without_overlap():
+    from jacbench.report import plots
+
+    _, groups = plot_rows(  # four points close together, and one far away
+        timed("jacrev", 1.00),
+        timed("jacfwd", 1.02),
+        timed("functional", 1.04),
+        timed("vmap_vjp", 1.01),
+        timed("fd_central", 0.1, "approximate"),
+    )
+    fig = plots.speed_vs_accuracy(groups)
+    ax = fig.axes[0]
+    names = [t.get_text() for t in ax.texts]
+    assert sorted(names) == ["fd_central", "functional", "jacfwd", "jacrev", "vmap_vjp"]
+    fig.canvas.draw()
+    boxes = [t.get_window_extent(fig.canvas.get_renderer()) for t in ax.texts]
+    overlaps = [(a, b) for i, a in enumerate(boxes) for b in boxes[i + 1 :] if a.overlaps(b)]
+    assert not overlaps
+    assert not texts_inside(fig)
+
+
+def test_accuracy_plot_keeps_its_y_label_inside_the_figure():
+    from jacbench.report import plots
+
+    rows, _ = plot_rows(timed("jacrev", 1.0), timed("fd_central", 0.5, "approximate"))
+    fig = plots.accuracy_per_strategy(rows)
+    assert fig.axes[0].get_ylabel().startswith("err_eps")
+    assert not texts_inside(fig)
+
+
+def test_time_plot_sizes_each_panel_by_its_strategies():
+    from jacbench.report import plots
+
+    names = [f"strategy_{i}" for i in range(12)]
+
+    def problem(n: int, count: int):
+        return [
+            timed(s, 1.0 + i, n_in=n, config_hash=f"{s}{n}", job_id=f"{i}-{n}".ljust(16, "0"))
+            for i, s in enumerate(names[:count])
+        ]
+
+    one = plots.time_per_strategy(plot_rows(*problem(3, 2))[1])
+    rows = [r for n, count in ((3, 2), (5, 12), (7, 3), (9, 4)) for r in problem(n, count)]
+    fig = plots.time_per_strategy(plot_rows(*rows)[1])
+    assert len(fig.axes) == 4
+    fig.canvas.draw()
+    heights = {
+        len(ax.get_yticks()): ax.get_window_extent().height / fig.dpi for ax in fig.axes
+    }  # inches per panel, by its number of strategies
+    assert all(height / count >= 0.25 for count, height in heights.items()), heights
+    assert heights[12] > 2 * heights[2]
+    assert fig.get_size_inches()[1] > one.get_size_inches()[1]
+    assert not texts_inside(fig)
+
+
+def test_shape_plot_draws_one_curve_per_model_family():
+    import json
+
+    from jacbench.report import plots
+
+    def shaped(target: str, n: int, strategy: str, mode: str, ms: float):
+        options = json.dumps({"_target_": target, "name": "custom", "n_in": n, "n_out": 16})
+        return timed(
+            strategy,
+            ms,
+            model="custom",
+            strategy_mode=mode,
+            n_in=n,
+            n_out=16,
+            model_options=options,
+            config_hash=f"{target}{n}{strategy}",
+            job_id=f"{target[-4:]}{n}{strategy}".ljust(16, "0")[:16],
+        )
+
+    rows = [
+        shaped(target, n, strategy, mode, n * scale)
+        for target, scale in (("my.models.Net", 0.1), ("other.Pde", 0.3))
+        for n in (4, 16, 64)
+        for strategy, mode in (("jacfwd", "forward"), ("jacrev", "reverse"))
+    ]
+    fig = plots.time_vs_shape(plot_rows(*rows)[1])
+    labels = sorted(fig.axes[0].get_legend_handles_labels()[1])
+    assert labels == [
+        "forward (custom[Net] float32)",
+        "forward (custom[Pde] float32)",
+        "reverse (custom[Net] float32)",
+        "reverse (custom[Pde] float32)",
+    ]
+    assert all(len(line.get_xdata()) == 3 for line in fig.axes[0].get_lines())

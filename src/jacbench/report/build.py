@@ -16,7 +16,7 @@ from jacbench.report.render import Document
 CAPTIONS = {
     "time_per_strategy": "Median time per Jacobian for each strategy and problem (bar: IQR)",
     "accuracy_per_strategy": "Error in rounding units (err_eps) per strategy and dtype",
-    "speed_vs_accuracy": "Speed against accuracy, one point per job",
+    "speed_vs_accuracy": "Speed against accuracy per problem, one named point per strategy",
     "fd_error_vs_eps": "Finite-difference error against the step eps",
     "time_vs_shape": "Best forward- and reverse-mode time against N/M",
     "sparsity_pattern": "Nonzeros of a Jacobian computed by a sparse strategy, with its colours",

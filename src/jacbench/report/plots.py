@@ -4,6 +4,8 @@ the rows hold no data for it (no eps sweep, no shape sweep)."""
 from __future__ import annotations
 
 import json
+import math
+import textwrap
 
 import matplotlib
 
@@ -13,6 +15,7 @@ import matplotlib.pyplot as plt  # noqa: E402
 import numpy as np  # noqa: E402
 import pandas as pd  # noqa: E402
 from matplotlib.figure import Figure  # noqa: E402
+from matplotlib.text import Text  # noqa: E402
 
 from jacbench.enums import Kind, Mode, Status
 from jacbench.report.problems import good, latest_ok  # noqa: E402
@@ -32,18 +35,29 @@ def _loglog(fig: Figure, ax, xlabel: str, ylabel: str, **legend) -> Figure:
     ax.set_xlabel(xlabel)
     ax.set_ylabel(ylabel)
     ax.legend(**legend)
-    fig.tight_layout()
+    if fig.get_layout_engine() is None:
+        fig.tight_layout()
     return fig
 
 
 def time_per_strategy(problems: list[tuple[str, pd.DataFrame]]) -> Figure | None:
-    """Median time of every ok strategy, per problem; bars span the IQR."""
+    """Median time of every ok strategy, per problem; bars span the IQR. One panel per
+    problem, each as tall as its number of strategies needs (equal panels cramp the big
+    problems), the figure widened for long strategy names."""
     panels = [(t, latest_ok(r).sort_values("time_median_s")) for t, r in problems]
     panels = [(t, r) for t, r in panels if len(r)]
     if not panels:
         return None
-    height = sum(0.3 * len(r) + 0.9 for _, r in panels)
-    fig, axes = plt.subplots(len(panels), 1, figsize=(8, max(2.5, height)), squeeze=False)
+    heights = [0.3 * len(r) + 1.2 for _, r in panels]
+    longest = max(len(label) for _, r in panels for label in r["label"])
+    fig, axes = plt.subplots(
+        len(panels),
+        1,
+        figsize=(max(8.0, 6 + 0.07 * longest), sum(heights)),
+        squeeze=False,
+        gridspec_kw={"height_ratios": heights},
+        layout="constrained",
+    )
     for ax, (title, rows) in zip(axes[:, 0], panels, strict=True):
         ax.errorbar(
             rows["time_median_s"],
@@ -53,11 +67,11 @@ def time_per_strategy(problems: list[tuple[str, pd.DataFrame]]) -> Figure | None
             capsize=3,
             label="median (bar: IQR)",
         )
-        ax.set_yticks(range(len(rows)), rows["label"])
+        ax.set_yticks(range(len(rows)), rows["label"], fontsize=8)
+        ax.set_ylim(-0.6, len(rows) - 0.4)
         ax.set_xscale("log")
-        ax.set_title(title, fontsize=9)
-        ax.set_xlabel("seconds per Jacobian")
-    fig.tight_layout()
+        ax.set_title(textwrap.fill(title, 80), fontsize=9)
+        ax.set_xlabel("seconds per Jacobian", fontsize=8)
     return fig
 
 
@@ -67,35 +81,98 @@ def accuracy_per_strategy(rows: pd.DataFrame) -> Figure | None:
     if ok.empty:
         return None
     labels = sorted(ok["label"].unique())
-    fig, ax = plt.subplots(figsize=(max(6, 0.5 * len(labels) + 2), 4))
+    fig, ax = plt.subplots(figsize=(max(6, 0.5 * len(labels) + 2), 5), layout="constrained")
     for dtype, group in ok.groupby("dtype"):
         x = [labels.index(label) for label in group["label"]]
         ax.scatter(x, group["err_eps"].clip(lower=ZERO_ERR), label=str(dtype), alpha=0.7)
     ax.set_xticks(range(len(labels)), labels, rotation=45, ha="right")
     ax.set_yscale("log")
-    ax.set_ylabel(f"err_eps (rel_err / machine eps; 0 drawn at {ZERO_ERR:g})")
+    ax.set_ylabel(f"err_eps (rel_err / machine eps)\n0 drawn at {ZERO_ERR:g}")
     ax.legend(title="dtype")
-    fig.tight_layout()
     return fig
 
 
-def speed_vs_accuracy(rows: pd.DataFrame) -> Figure | None:
-    """Each ok job as a point: time against error, coloured by kind."""
-    ok = rows[
-        (rows["status"] == Status.OK) & rows["err_eps"].notna() & rows["time_median_s"].notna()
-    ]
-    if ok.empty:
+DTYPE_MARKERS = {"float64": "s", "float32": "o", "float16": "^", "bfloat16": "v"}
+
+
+def _offsets() -> list[tuple[int, int]]:
+    """Label offsets (points) tried in turn: beside the point first, then further above and
+    below (with a leader line), right before left."""
+    near = [(5, 3), (5, -9), (-5, 3), (-5, -9)]
+    far = [(dx, sign * dy) for dy in range(16, 90, 12) for sign in (1, -1) for dx in (8, -8)]
+    return near + far
+
+
+OFFSETS = _offsets()
+
+
+def name_points(ax, xs, ys, labels) -> None:
+    """Write each point's label beside it, at the first offset where it overlaps no label
+    or point already placed; far ones get a leader line (a crowded cluster keeps its last
+    try rather than dropping a name)."""
+    fig = ax.figure
+    fig.canvas.draw()  # settle the limits so label boxes are where they will be drawn
+    renderer = fig.canvas.get_renderer()
+    placed = []
+    for x, y, label in sorted(zip(xs, ys, labels, strict=True), key=lambda p: (p[0], -p[1])):
+        for dx, dy in OFFSETS:
+            far = abs(dy) > 12
+            text = ax.annotate(
+                label,
+                (x, y),
+                xytext=(dx, dy),
+                textcoords="offset points",
+                fontsize=7,
+                ha="left" if dx > 0 else "right",
+                va="center",
+                arrowprops={"arrowstyle": "-", "lw": 0.5, "color": "0.5"} if far else None,
+            )
+            text.update_positions(renderer)
+            box = Text.get_window_extent(text, renderer)  # the words, not the leader line
+            inside = ax.bbox.contains(box.x0, box.y0) and ax.bbox.contains(box.x1, box.y1)
+            free = not any(box.overlaps(other) for other in placed)
+            if (inside and free) or (dx, dy) == OFFSETS[-1]:
+                break
+            text.remove()
+        placed.append(box)
+
+
+def speed_vs_accuracy(problems: list[tuple[str, pd.DataFrame]]) -> Figure | None:
+    """Each ok job as a point named by its strategy: time against error, coloured by kind,
+    shaped by dtype; one panel per problem (their times are not comparable)."""
+    panels = [(t, _timed_ok(r)) for t, r in problems]
+    panels = [(t, r) for t, r in panels if len(r)]
+    if not panels:
         return None
-    fig, ax = plt.subplots(figsize=(7, 5))
-    for kind, group in ok.groupby("strategy_kind"):
-        ax.scatter(
-            group["time_median_s"],
-            group["err_eps"].clip(lower=ZERO_ERR),
-            label=str(kind),
-            color=KIND_COLORS.get(str(kind)),
-            alpha=0.7,
-        )
-    return _loglog(fig, ax, "median seconds per Jacobian", "err_eps", title="kind")
+    ncols = 1 if len(panels) == 1 else 2
+    nrows = math.ceil(len(panels) / ncols)
+    fig, axes = plt.subplots(
+        nrows, ncols, figsize=(8 * ncols, 6 * nrows), squeeze=False, layout="constrained"
+    )
+    for ax, (title, ok) in zip(axes.flat, panels, strict=False):
+        for (kind, dtype), group in ok.groupby(["strategy_kind", "dtype"]):
+            ax.scatter(
+                group["time_median_s"],
+                group["err_eps"].clip(lower=ZERO_ERR),
+                label=f"{kind}, {dtype}",
+                color=KIND_COLORS.get(str(kind)),
+                marker=DTYPE_MARKERS.get(str(dtype), "D"),
+                alpha=0.7,
+            )
+        ax.margins(0.25)  # room for the names at the edges
+        ax.set_title(textwrap.fill(title, 70), fontsize=9)
+        _loglog(fig, ax, "median seconds per Jacobian", "err_eps", title="kind, dtype", fontsize=8)
+    for ax in axes.flat[len(panels) :]:
+        ax.remove()  # an empty cell of the grid
+    for ax, (_, ok) in zip(axes.flat, panels, strict=False):
+        name_points(ax, ok["time_median_s"], ok["err_eps"].clip(lower=ZERO_ERR), ok["label"])
+    return fig
+
+
+def _timed_ok(rows: pd.DataFrame) -> pd.DataFrame:
+    """The newest ok row of each variant that has a time and an error to draw."""
+    ok = latest_ok(rows)
+    return ok[ok["err_eps"].notna() & ok["time_median_s"].notna()]
 
 
 def _eps(options: str) -> float | None:
@@ -124,8 +201,51 @@ def fd_error_vs_eps(rows: pd.DataFrame) -> Figure | None:
     return _loglog(fig, ax, "eps (relative step)", "rel_err", fontsize=8)
 
 
+# Model options that set the shape (N or M): a shape sweep varies them along one curve.
+SHAPE_OPTIONS = {
+    "n_in",
+    "n_out",
+    "n",
+    "size",
+    "shape",
+    "input_shape",
+    "n_samples",
+    "samples",
+    "seq_len",
+    "batch",
+    "name",
+}
+
+
+def family(model_options: str) -> str:
+    """A model's family and configuration without its sizes (its class and the options
+    that do not set N or M): the points of one crossover curve share it."""
+    try:
+        options = json.loads(model_options or "{}")
+    except (TypeError, ValueError):
+        return str(model_options)
+    return json.dumps({k: v for k, v in options.items() if k not in SHAPE_OPTIONS}, sort_keys=True)
+
+
+def _series_names(frame: pd.DataFrame) -> pd.Series:
+    """``model dtype``, plus the class and options that tell apart several families
+    sharing a model name (two custom models are two curves, never one)."""
+    names = frame["model"] + " " + frame["dtype"]
+    shared = frame.groupby("model")["family"].transform("nunique") > 1
+    detail = frame["family"].map(_family_text)
+    return names.where(~shared, frame["model"] + "[" + detail + "] " + frame["dtype"])
+
+
+def _family_text(text: str) -> str:
+    options = json.loads(text)
+    target = str(options.pop("_target_", "")).rsplit(".", 1)[-1]
+    rest = ",".join(f"{k}={v}" for k, v in sorted(options.items()) if k != "wrt")
+    return ",".join(part for part in (target, rest) if part)
+
+
 def time_vs_shape(problems: list[tuple[str, pd.DataFrame]]) -> Figure | None:
-    """Best forward-mode and reverse-mode time against N/M, where shapes were swept."""
+    """Best forward-mode and reverse-mode time against N/M, where shapes were swept: one
+    curve per model family and dtype."""
     points = []
     for _, rows in problems:
         exact = good(rows)
@@ -135,7 +255,9 @@ def time_vs_shape(problems: list[tuple[str, pd.DataFrame]]) -> Figure | None:
                 first = group.iloc[0]
                 points.append(
                     {
-                        "series": f"{first['model']} {first['dtype']}",
+                        "model": str(first["model"]),
+                        "dtype": str(first["dtype"]),
+                        "family": family(first["model_options"]),
                         "mode": mode,
                         "ratio": float(first["n_in"]) / float(first["n_out"]),
                         "time": float(group["time_median_s"].min()),
@@ -144,6 +266,7 @@ def time_vs_shape(problems: list[tuple[str, pd.DataFrame]]) -> Figure | None:
     frame = pd.DataFrame(points)
     if frame.empty:
         return None
+    frame["series"] = _series_names(frame)
     series = [(n, g) for n, g in frame.groupby("series") if g["ratio"].nunique() >= 3]
     if not series:
         return None
@@ -182,7 +305,7 @@ def all_plots(rows: pd.DataFrame, problems: list[tuple[str, pd.DataFrame]]) -> d
     figures = {
         "time_per_strategy": time_per_strategy(problems),
         "accuracy_per_strategy": accuracy_per_strategy(rows),
-        "speed_vs_accuracy": speed_vs_accuracy(rows),
+        "speed_vs_accuracy": speed_vs_accuracy(problems),
         "fd_error_vs_eps": fd_error_vs_eps(rows),
         "time_vs_shape": time_vs_shape(problems),
         "sparsity_pattern": sparsity_pattern(rows),
