@@ -5,12 +5,19 @@ MLflow builds a new database in place (tables, then a long chain of migrations);
 killed on the way leaves a half-made file that fails for good ("table ... already exists",
 "duplicate column name"). Here it is built under a temporary name in the same folder and
 linked into place only once complete.
+
+Building runs MLflow's ~70 migrations, seconds on a 2-core machine (issue 11's start-up). So
+MLflow builds an empty database once per MLflow version into the user's cache folder, and a
+new launch folder's database starts as a copy of it (opening a current copy takes ~50 ms).
+Where the cache cannot be used, MLflow builds the database in place of the copy, as before.
 """
 
 from __future__ import annotations
 
 import contextlib
 import os
+import shutil
+import sqlite3
 import time
 import uuid
 from pathlib import Path
@@ -41,6 +48,42 @@ def _build(uri: str, artifact_root: str | None) -> None:
     store.engine.dispose()
 
 
+def cache_dir() -> Path:
+    """``$XDG_CACHE_HOME/jacbench``, else ``~/.cache/jacbench``."""
+    return Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "jacbench"
+
+
+def _tmp_beside(path: Path) -> Path:
+    return path.with_name(f".{path.name}.{uuid.uuid4().hex[:8]}.tmp")
+
+
+def _remove(tmp: Path) -> None:
+    for leftover in (tmp, tmp.with_name(tmp.name + "-journal")):
+        with contextlib.suppress(OSError):
+            leftover.unlink()
+
+
+def empty_template() -> Path:
+    """An empty database at this MLflow's schema in the user's cache, built by MLflow once
+    per MLflow version. Its default experiment is removed: MLflow makes it again when it first
+    opens a copy, with that folder's artifact root."""
+    from mlflow.version import VERSION
+
+    template = cache_dir() / f"mlflow-{VERSION}-empty.db"
+    if template.exists():
+        return template
+    template.parent.mkdir(parents=True, exist_ok=True)
+    tmp = _tmp_beside(template)
+    try:
+        _build(f"sqlite:///{tmp}", tmp.parent.as_uri())
+        with contextlib.closing(sqlite3.connect(tmp)) as db, db:
+            db.execute("DELETE FROM experiments WHERE experiment_id = 0")
+        os.replace(tmp, template)  # builders at once: each template is whole, the last stays
+    finally:
+        _remove(tmp)
+    return template
+
+
 def create_atomically(path: Path, artifact_root: str | None = None) -> None:
     """Build a complete database next to ``path`` and link it into place, unless another
     process did first (its database is kept)."""
@@ -49,9 +92,13 @@ def create_atomically(path: Path, artifact_root: str | None = None) -> None:
         with contextlib.suppress(OSError):
             if time.time() - stale.stat().st_mtime > STALE_TMP_S:
                 stale.unlink()
-    tmp = path.with_name(f".{path.name}.{uuid.uuid4().hex[:8]}.tmp")
+    tmp = _tmp_beside(path)
     try:
-        _build(f"sqlite:///{tmp}", artifact_root)
+        try:
+            shutil.copyfile(empty_template(), tmp)
+        except Exception:  # no usable cache (read-only, a file in the way...): built here
+            _remove(tmp)
+        _build(f"sqlite:///{tmp}", artifact_root)  # a current copy opens in ~50 ms
         try:
             os.link(tmp, path)  # never replaces a database another process made meanwhile
         except FileExistsError:
@@ -60,9 +107,7 @@ def create_atomically(path: Path, artifact_root: str | None = None) -> None:
             if not path.exists():
                 os.replace(tmp, path)
     finally:
-        for leftover in (tmp, tmp.with_name(tmp.name + "-journal")):
-            with contextlib.suppress(OSError):
-                leftover.unlink()
+        _remove(tmp)
 
 
 def broken_line(path: Path, error: BaseException) -> str:
