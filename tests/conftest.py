@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
+import gc
 import importlib.util
 import io
 import os
@@ -47,6 +48,9 @@ def torch_state_left_clean():
     """Fail the test that leaves autograd state behind, instead of every test after it."""
     yield
     left = {k: v for k, v in torch_state().items() if v != CLEAN_STATE[k]}
+    if left:  # a guard only unreachable restores the state when collected
+        gc.collect()
+        left = {k: v for k, v in torch_state().items() if v != CLEAN_STATE[k]}
     if left:
         _LEAKED.append(torch.autograd.grad_mode._enter_inference_mode(False))
         torch._C._functorch.pop_dynamic_layer_stack_and_undo_to_depth(0)

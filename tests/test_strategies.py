@@ -253,3 +253,28 @@ def test_a_compile_whose_own_guards_fail_once_is_retried_then_a_second_failure_s
     budget = 2
     with pytest.raises(StrategySkip, match="torch.compile failed here: AssertionError: Guard"):
         compiled.compile_checked(torch.sin, torch.zeros(2))
+
+
+def test_a_guard_left_in_a_reference_cycle_is_collected_while_the_state_is_put_back():
+    """The compiler's guard may be only unreachable (a frame kept by a traceback): collected
+    at a random later moment, its destructor would undo whatever state is current then."""
+    import gc
+
+    from jacbench.strategies.compiled import autograd_keys_excluded, autograd_state_kept
+
+    gc.disable()  # as between two automatic collections
+    try:
+        with autograd_state_kept():
+            cycle: dict = {"guard": torch._C._AutoDispatchBelowADInplaceOrView()}
+            cycle["guard"].__enter__()
+            cycle["self"] = cycle
+            del cycle
+            assert autograd_keys_excluded() == (True, True)
+        assert autograd_keys_excluded() == (False, False)
+        with torch.inference_mode():  # a later region whose state a stray destructor undid
+            inside = autograd_keys_excluded()
+            gc.collect()
+            assert autograd_keys_excluded() == inside
+    finally:
+        gc.enable()
+    assert autograd_keys_excluded() == (False, False)

@@ -5,6 +5,8 @@ lands in first_call_s and never in the steady-state time."""
 from __future__ import annotations
 
 import contextlib
+import gc
+import traceback
 import warnings
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
@@ -67,6 +69,11 @@ def autograd_state_kept() -> Iterator[None]:
     try:
         yield
     finally:
+        if autograd_keys_excluded() != excluded:
+            # The guard that excluded them may only be unreachable (a frame kept by a
+            # traceback): collect it now, while nothing else is entered, rather than at a
+            # random later moment where its destructor would undo someone else's state.
+            gc.collect()
         for key, was in zip(AUTOGRAD_KEYS, excluded, strict=True):
             if torch._C._dispatch_tls_is_dispatch_key_excluded(key) != was:
                 torch._C._dispatch_tls_set_dispatch_key_excluded(key, was)
@@ -98,6 +105,7 @@ def compile_checked(fn: Callable, x: torch.Tensor, mode: str = "default") -> Cal
                 call(x)
             return call
         except Exception as exc:
+            traceback.clear_frames(exc.__traceback__)  # frees guards held by its frames
             if attempt == 0 and RETRIED in str(exc):
                 continue
             reason = " ".join(str(exc).split())[:300]
