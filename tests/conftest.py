@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
-import gc
 import importlib.util
 import io
 import os
@@ -20,7 +19,6 @@ import torch
 
 from jacbench.recorders.parquet import read_results
 from jacbench.result import Result
-from jacbench.strategies.compiled import AUTOGRAD_KEYS, autograd_keys_excluded
 
 SCRIPTS = Path(__file__).resolve().parents[1] / "scripts"
 
@@ -36,7 +34,6 @@ def torch_state() -> dict[str, object]:
         "grad enabled": torch.is_grad_enabled(),
         "functorch levels": torch._C._functorch.get_dynamic_layer_stack_depth(),
         "torch function modes": torch._C._len_torch_function_stack(),
-        "autograd dispatch keys excluded": autograd_keys_excluded(),
     }
 
 
@@ -48,15 +45,10 @@ def torch_state_left_clean():
     """Fail the test that leaves autograd state behind, instead of every test after it."""
     yield
     left = {k: v for k, v in torch_state().items() if v != CLEAN_STATE[k]}
-    if left:  # a guard only unreachable restores the state when collected
-        gc.collect()
-        left = {k: v for k, v in torch_state().items() if v != CLEAN_STATE[k]}
     if left:
         _LEAKED.append(torch.autograd.grad_mode._enter_inference_mode(False))
         torch._C._functorch.pop_dynamic_layer_stack_and_undo_to_depth(0)
         torch._C._set_grad_enabled(True)
-        for key in AUTOGRAD_KEYS:
-            torch._C._dispatch_tls_set_dispatch_key_excluded(key, False)
         pytest.fail(f"the test left torch state behind: {left}")
 
 

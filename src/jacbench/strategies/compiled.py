@@ -5,8 +5,6 @@ lands in first_call_s and never in the steady-state time."""
 from __future__ import annotations
 
 import contextlib
-import gc
-import traceback
 import warnings
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
@@ -43,16 +41,6 @@ def _raise_cache_limits() -> None:
 _RESTORED: list[object] = []
 
 
-# A dispatch guard left entered (AutoDispatchBelowADInplaceOrView) keeps autograd's keys
-# excluded: no graph is recorded ("element 0 of tensors does not require grad") and forward
-# AD reaches kernels meant for inference mode ("InferenceMode::is_enabled() && primal...").
-AUTOGRAD_KEYS = (torch._C.DispatchKey.AutogradFunctionality, torch._C.DispatchKey.ADInplaceOrView)
-
-
-def autograd_keys_excluded() -> tuple[bool, ...]:
-    return tuple(torch._C._dispatch_tls_is_dispatch_key_excluded(k) for k in AUTOGRAD_KEYS)
-
-
 @contextlib.contextmanager
 def autograd_state_kept() -> Iterator[None]:
     """Leave the thread's autograd state as it was found.
@@ -60,23 +48,13 @@ def autograd_state_kept() -> Iterator[None]:
     In CI (cold compile caches, a loaded machine) every test after compiling the
     transformer's parameter Jacobian, or Burgers' batched one, failed with inference-mode
     and functorch-level errors or all-zero Jacobians: torch 2.13's compiler had left that
-    thread state behind (inference mode, functorch levels, autograd dispatch keys excluded).
-    A sweep runs many jobs in one process, so it is put back here, after every compiled
-    call."""
+    thread state behind. A sweep runs many jobs in one process, so it is put back here,
+    after every compiled call."""
     grad, inference = torch.is_grad_enabled(), torch.is_inference_mode_enabled()
     depth = torch._C._functorch.get_dynamic_layer_stack_depth()
-    excluded = autograd_keys_excluded()
     try:
         yield
     finally:
-        if autograd_keys_excluded() != excluded:
-            # The guard that excluded them may only be unreachable (a frame kept by a
-            # traceback): collect it now, while nothing else is entered, rather than at a
-            # random later moment where its destructor would undo someone else's state.
-            gc.collect()
-        for key, was in zip(AUTOGRAD_KEYS, excluded, strict=True):
-            if torch._C._dispatch_tls_is_dispatch_key_excluded(key) != was:
-                torch._C._dispatch_tls_set_dispatch_key_excluded(key, was)
         if torch._C._functorch.get_dynamic_layer_stack_depth() != depth:
             torch._C._functorch.pop_dynamic_layer_stack_and_undo_to_depth(depth)
         if torch.is_inference_mode_enabled() != inference:
@@ -98,27 +76,14 @@ def compile_checked(fn: Callable, x: torch.Tensor, mode: str = "default") -> Cal
         with autograd_state_kept():
             return compiled(v)
 
-    for attempt in range(2):
-        try:
-            with warnings.catch_warnings():
-                warnings.simplefilter("ignore", FutureWarning)  # inductor's own deprecations
-                call(x)
-            return call
-        except Exception as exc:
-            traceback.clear_frames(exc.__traceback__)  # frees guards held by its frames
-            if attempt == 0 and RETRIED in str(exc):
-                continue
-            reason = " ".join(str(exc).split())[:300]
-            raise StrategySkip(
-                f"torch.compile failed here: {type(exc).__name__}: {reason}"
-            ) from exc
-    raise AssertionError("unreachable")
-
-
-# torch 2.13 sometimes leaves autograd's dispatch keys excluded while compiling (seen on a
-# cold cache in the test suite); its own guards then fail "on the same frame it was created".
-# The state is put back after the call, and a second compile succeeds.
-RETRIED = "Guard failed on the same frame it was created"
+    try:
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", FutureWarning)  # inductor's own deprecations
+            call(x)
+    except Exception as exc:
+        reason = " ".join(str(exc).split())[:300]
+        raise StrategySkip(f"torch.compile failed here: {type(exc).__name__}: {reason}") from exc
+    return call
 
 
 def compiled_jacobian(problem: Problem, transform: Callable, mode: str):
