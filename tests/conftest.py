@@ -9,9 +9,10 @@ import io
 import os
 import sys
 import traceback
+from concurrent.futures import ThreadPoolExecutor
 from datetime import datetime, timezone
 from pathlib import Path
-from subprocess import CompletedProcess, run
+from subprocess import PIPE, STDOUT, CompletedProcess, Popen, run
 
 import pandas as pd
 import pytest
@@ -55,6 +56,132 @@ def torch_state_left_clean():
 _LEAKED: list[object] = []
 
 
+# torch.compile in the shared test process: on cold compile caches torch 2.13 left thread
+# state behind (inference mode, functorch levels, a dispatch guard entered), got "Guard failed
+# on the same frame it was created", and later tests failed or segfaulted, in a test order
+# that changed from run to run. A test that compiles therefore runs in a process of its own.
+ISOLATED = "JACBENCH_TEST_ISOLATED"  # set in that process: run the test there as usual
+
+
+def compiles(name: str) -> bool:
+    """Whether a registered strategy's default setup runs torch.compile."""
+    from jacbench.registry import load_registry
+    from jacbench.strategies.compiled import CompileOptions
+
+    opts = load_registry().get(name).make_options({})
+    return isinstance(opts, CompileOptions) or bool(getattr(opts, "compile", False))
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    config.addinivalue_line(
+        "markers", "compiles: runs torch.compile, so it runs in a Python process of its own"
+    )
+
+
+@pytest.hookimpl(tryfirst=True)  # before -m selects, so 'not slow' sees the marks
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    """Registry-wide tests: the cases of a strategy that compiles are marked ``compiles``;
+    every ``compiles`` test is also ``slow`` (seconds of compiling in a new interpreter)."""
+    from jacbench.registry import load_registry
+
+    compiling = {n for n in load_registry().strategies if compiles(n)}
+    for item in items:
+        name = getattr(getattr(item, "callspec", None), "params", {}).get("name")
+        if isinstance(name, str) and name in compiling:
+            item.add_marker(pytest.mark.compiles)
+        if item.get_closest_marker("compiles") is not None:
+            item.add_marker(pytest.mark.slow)
+
+
+class OwnProcesses:
+    """Runs the session's ``compiles`` tests, one by one, each as ``pytest NODEID`` in a fresh
+    interpreter, from a background thread: the second core runs them while this process runs
+    the other tests, and each test here then takes its own test's outcome."""
+
+    def __init__(self, root: Path, nodeids: list[str]) -> None:
+        self.root = root
+        self.current: Popen | None = None
+        self.stopped = False
+        self.pool = ThreadPoolExecutor(max_workers=1, thread_name_prefix="own-process")
+        self.outcomes = {nodeid: self.pool.submit(self._run, nodeid) for nodeid in nodeids}
+
+    def _run(self, nodeid: str) -> tuple[int, str]:
+        if self.stopped:
+            return -1, "not run: the session ended first"
+        args = ["-p", "no:cacheprovider", "-q", "-rs", "-o", "addopts="]
+        self.current = Popen(
+            [sys.executable, "-m", "pytest", *args, nodeid],
+            cwd=self.root,
+            env={**os.environ, ISOLATED: "1"},
+            stdout=PIPE,
+            stderr=STDOUT,
+            text=True,
+        )
+        output, _ = self.current.communicate()
+        return self.current.returncode, output
+
+    def outcome(self, nodeid: str) -> None:
+        """Pass, skip (with the reason) or fail (with the test's own report) as it did."""
+        code, output = self.outcomes[nodeid].result()
+        lines = output.strip().splitlines()
+        summary = lines[-1] if lines else ""
+        if code == 0 and " passed" in summary:
+            return
+        if code == 0 and " skipped" in summary:
+            reasons = [line.split(": ", 1)[-1] for line in lines if line.startswith("SKIPPED")]
+            pytest.skip(reasons[0] if reasons else summary)
+        pytest.fail(f"in its own process (exit {code}):\n{output}", pytrace=False)
+
+    def stop(self) -> None:
+        self.stopped = True
+        if self.current is not None and self.current.poll() is None:
+            self.current.kill()
+        self.pool.shutdown(wait=True)
+
+
+_OWN: list[OwnProcesses] = []
+
+
+def pytest_collection_finish(session: pytest.Session) -> None:
+    if os.environ.get(ISOLATED) or session.config.option.collectonly:
+        return
+    own = [item.nodeid for item in session.items if item.get_closest_marker("compiles")]
+    if own:
+        _OWN.append(OwnProcesses(session.config.rootpath, own))
+
+
+def pytest_sessionfinish() -> None:
+    while _OWN:
+        _OWN.pop().stop()
+
+
+@pytest.hookimpl(tryfirst=True)
+def pytest_pyfunc_call(pyfuncitem: pytest.Function) -> bool | None:
+    if not _OWN or pyfuncitem.nodeid not in _OWN[0].outcomes:
+        return None
+    _OWN[0].outcome(pyfuncitem.nodeid)
+    return True
+
+
+@pytest.fixture(autouse=True)
+def compiled_only_in_own_process(request: pytest.FixtureRequest):
+    """Fail a test that ran torch.compile in the shared process without the mark."""
+    before = _frames_compiled()
+    yield
+    if not os.environ.get(ISOLATED) and _frames_compiled() != before:
+        pytest.fail(
+            f"{request.node.nodeid} ran torch.compile in the shared test process: "
+            "mark it @pytest.mark.compiles",
+            pytrace=False,
+        )
+
+
+def _frames_compiled() -> int:
+    """Frames dynamo has processed in this process (0 before torch._dynamo is imported)."""
+    utils = sys.modules.get("torch._dynamo.utils")
+    return sum(utils.counters["frames"].values()) if utils is not None else 0
+
+
 def rel_err(jac: torch.Tensor, reference: torch.Tensor) -> float:
     """Relative Frobenius error, computed in float64 (the reference's dtype)."""
     return float(torch.linalg.norm(jac.double() - reference) / torch.linalg.norm(reference))
@@ -77,11 +204,10 @@ def compiles_or_calibrates(name: str) -> bool:
     """Whether a strategy's default setup runs torch.compile or a calibration (seconds each):
     the registry-wide tests run those on the small models, with one full ``auto`` test."""
     from jacbench.registry import load_registry
-    from jacbench.strategies.compiled import CompileOptions
 
-    opts = load_registry().get(name).make_options({})
-    flags = (getattr(opts, flag, False) for flag in ("compile", "calibrate"))
-    return isinstance(opts, CompileOptions) or any(flags)
+    return compiles(name) or bool(
+        getattr(load_registry().get(name).make_options({}), "calibrate", False)
+    )
 
 
 def compose_job(*overrides: str):

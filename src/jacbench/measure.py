@@ -8,6 +8,7 @@ the CUDA allocator on GPU; on CPU from the profiler's allocation events (see ``p
 from __future__ import annotations
 
 import contextlib
+import logging
 import os
 import sys
 import time
@@ -19,6 +20,9 @@ from torch.utils import benchmark
 
 from jacbench.config import TimingConfig
 from jacbench.prepared import Prepared
+
+log = logging.getLogger("jacbench")
+LONG_TIMING_S = 5.0  # a timing this long says so first: a user then knows the job is alive
 
 
 @contextlib.contextmanager
@@ -92,6 +96,8 @@ def time_steady_state(prep: Prepared, x: torch.Tensor, timing: TimingConfig) -> 
     timer = benchmark.Timer(
         stmt="prep(x)", globals={"prep": prep, "x": x}, num_threads=timing.threads
     )
+    if timing.min_run_time >= LONG_TIMING_S:
+        log.info("timing for at least %g s (Ctrl-C stops the job)", timing.min_run_time)
     m = timer.blocked_autorange(min_run_time=timing.min_run_time)
     n_timed = int(m.number_per_run * len(m.raw_times))
     return Timing(float(m.median), float(m.iqr), n_timed, spread_warning(m))
