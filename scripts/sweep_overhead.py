@@ -6,13 +6,19 @@ with joblib (n_jobs=2), each in a fresh folder, and prints
     overhead per job = (sweep wall time - measured work / parallel workers) / jobs
 
 where the measured work is the sum of the jobs' ``measure_s`` (time spent running the
-strategy: first call, timing and memory), and a single run's start-up
+strategy: first call, timing and memory); that figure spreads the sweep's fixed costs
+(imports, the MLflow parent run, summary and report) over its jobs, so the marginal cost of
+one more job (the 16-job sweep against the 8-job one) is printed beside it. A single run's
+start-up
 
     start-up = wall time of ``python -m jacbench timing=quick`` - its measure_s
 
 split into the import of jacbench's command (torch, Hydra, MLflow, pandas) and the rest
-(config, problem and reference, MLflow run, parquet, console). Targets (issue 11): at most
-0.25 s per job in a basic sweep, at most 2.5 s single-run start-up on a 2-core machine.
+(config, problem and reference, MLflow run, parquet, console), with the floor no jacbench
+change can go under printed beside it: a bare interpreter that imports torch and computes one
+``torch.func.jacrev`` (torch imports its compiler on the first one), and one that imports
+MLflow and opens a sqlite store. Targets (issue 11): at most 0.25 s per job in a basic
+sweep, at most 2.5 s single-run start-up on a 2-core machine.
 Usage: python scripts/sweep_overhead.py
 """
 
@@ -26,23 +32,26 @@ from pathlib import Path
 
 from jacbench.recorders.parquet import read_results
 
-GRID = [
-    "strategy=jacrev,jacfwd,fd_central,functional",
-    "dtype=float32,float64",
-    "model=mlp,seed003_cat_poly",
-    "timing=quick",
-]
+GRID = ["strategy=jacrev,jacfwd,fd_central,functional", "dtype=float32,float64", "timing=quick"]
+MODELS = {8: "model=mlp", 16: "model=mlp,seed003_cat_poly"}  # jobs: models swept
+FLOORS = {
+    "torch + first torch.func call": ("import torch; torch.func.jacrev(torch.sin)(torch.ones(3))"),
+    "mlflow + open a sqlite store": (
+        "import sys, mlflow; mlflow.MlflowClient(tracking_uri='sqlite:///' + sys.argv[1])"
+        ".search_experiments(max_results=1)"
+    ),
+}
 LAUNCHERS = {
     "basic": ([], 1),
     "joblib n_jobs=2": (["hydra/launcher=joblib", "hydra.launcher.n_jobs=2"], 2),
 }
 
 
-def measure(extra: list[str], workers: int) -> tuple[float, float, int]:
+def measure(extra: list[str], jobs: int) -> tuple[float, float, int]:
     with tempfile.TemporaryDirectory() as folder:
         start = time.perf_counter()
         subprocess.run(
-            [sys.executable, "-m", "jacbench", "-m", *GRID, *extra],
+            [sys.executable, "-m", "jacbench", "-m", *GRID, MODELS[jobs], *extra],
             cwd=folder,
             check=True,
             capture_output=True,
@@ -71,6 +80,14 @@ def single_run() -> tuple[float, float, float]:
         return wall, float(rows["measure_s"].sum()), imports
 
 
+def floor(code: str) -> float:
+    """Wall time of a bare interpreter running ``code`` (given a scratch database path)."""
+    with tempfile.TemporaryDirectory() as folder:
+        start = time.perf_counter()
+        subprocess.run([sys.executable, "-c", code, f"{folder}/mlflow.db"], check=True)
+        return time.perf_counter() - start
+
+
 def main() -> None:
     wall, work, imports = single_run()
     print(
@@ -78,16 +95,31 @@ def main() -> None:
         f"(target 2.5 s: {(wall - work) / 2.5:.2f}x), of which importing jacbench.app "
         f"{imports:.2f} s"
     )
+    floors = {name: floor(code) for name, code in FLOORS.items()}
     print(
-        f"{'launcher':18s} {'jobs':>4s} {'wall [s]':>9s} {'work [s]':>9s} {'overhead/job [s]':>17s}"
+        "floor, in bare interpreters: "
+        + ", ".join(f"{name} {seconds:.2f} s" for name, seconds in floors.items())
+        + f"; together {sum(floors.values()):.2f} s = {sum(floors.values()) / 2.5:.2f}x the target"
     )
+    print(
+        f"{'launcher':18s} {'jobs':>4s} {'wall [s]':>9s} {'work [s]':>9s} "
+        f"{'overhead/job [s]':>17s} {'one more job [s]':>17s}"
+    )
+    (small, large) = MODELS
     for name, (extra, workers) in LAUNCHERS.items():
-        wall, work, jobs = measure(extra, workers)
-        overhead = (wall - work / workers) / jobs
-        print(
-            f"{name:18s} {jobs:4d} {wall:9.2f} {work:9.2f} {overhead:17.3f}"
-            f"  ({overhead / 0.25:.2f}x the 0.25 s target)"
-        )
+        overheads = {}
+        for jobs in (small, large):
+            wall, work, recorded = measure(extra, jobs)
+            overheads[jobs] = wall - work / workers
+            per_job = overheads[jobs] / recorded
+            marginal = (
+                (overheads[large] - overheads[small]) / (large - small) if jobs == large else None
+            )
+            print(
+                f"{name:18s} {recorded:4d} {wall:9.2f} {work:9.2f} {per_job:17.3f} "
+                + (f"{marginal:17.3f}" if marginal is not None else " " * 17)
+                + f"  ({per_job / 0.25:.2f}x the 0.25 s target)"
+            )
 
 
 if __name__ == "__main__":

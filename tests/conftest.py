@@ -25,6 +25,7 @@ SCRIPTS = Path(__file__).resolve().parents[1] / "scripts"
 
 QUICK = ["timing=quick"]
 NO_MLFLOW = ["mlflow.enabled=false"]
+NO_REPORT = ["report=false"]  # a sweep whose test is not about its report: ~2 s less
 THREADS = torch.get_num_threads()
 
 

@@ -107,7 +107,13 @@ def test_bad_value_in_the_job_is_one_line_and_a_failed_row(launch, tmp_path, cas
     assert row["error_message"].count("strategy 'fd_central'") <= 1
 
 
-@pytest.mark.parametrize("case", sorted(SWEEP_WIDE))
+SLOW_CASES = {"n-jobs"}  # the joblib launcher's import alone takes seconds
+
+
+SWEEP_CASES = [pytest.param(c, marks=[pytest.mark.slow] * (c in SLOW_CASES)) for c in SWEEP_WIDE]
+
+
+@pytest.mark.parametrize("case", sorted(SWEEP_CASES, key=lambda p: p.values))
 def test_bad_sweep_input_is_refused_before_any_job(launch, tmp_path, case):
     args, expected = SWEEP_WIDE[case]
     assert_one_clear_line(*launch(*args, "report=false"), *expected)
@@ -142,6 +148,7 @@ def test_report_bad_paths_are_one_line(tmp_path, monkeypatch, capsys, args, expe
     assert line.startswith(f"python -m jacbench.report: error: {expected}")
 
 
+@pytest.mark.slow  # a real process and a real SIGINT: ~7 s
 def test_ctrl_c_is_one_line_and_exit_130(tmp_path):
     """A user's Ctrl-C (SIGINT to the process) while timing: no KeyboardInterrupt traceback."""
     proc = subprocess.Popen(

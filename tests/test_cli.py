@@ -186,6 +186,7 @@ def test_per_sample_batch_and_strategies_that_cannot_batch(cli):
     assert rows.loc["functional", "status"] == "skipped"
 
 
+@pytest.mark.slow  # a real process with the user's PYTHONPATH: ~6 s
 def test_the_readme_user_model_example_runs(cli):
     readme = (Path(__file__).resolve().parents[1] / "README.md").read_text()
     block = re.search(r"```python\n(# my_model\.py\n.*?)```", readme, re.S)

@@ -56,6 +56,7 @@ def test_seed001_float32_forward_difference_fails_at_the_threads_step(cli):
     assert "Why eps=1e-3 fails in float32" in answer
 
 
+@pytest.mark.slow  # 5-10 s: a forum experiment's whole sweep and report
 def test_seed002_autograd_and_hand_formula_both_within_rounding(cli):
     rows, answer = run_experiment(cli, "seed002", "seed=0,1", *NO_MLFLOW)
     assert set(rows["strategy"]) == {"analytic", "autograd_loop", "jacrev"}
@@ -68,6 +69,7 @@ def test_seed002_autograd_and_hand_formula_both_within_rounding(cli):
     assert "neither is wrong" in answer
 
 
+@pytest.mark.slow  # 5-10 s: a forum experiment's whole sweep and report
 def test_seed003_naive_single_grad_is_flagged_and_the_fixes_are_right(cli):
     rows, answer = run_experiment(cli, "seed003", *QUICK)
     verdict = rows.set_index("strategy")["within_tol"]
@@ -81,6 +83,7 @@ def test_seed003_naive_single_grad_is_flagged_and_the_fixes_are_right(cli):
     assert "is_grads_batched=True" in answer
 
 
+@pytest.mark.slow  # 5-10 s: a forum experiment's whole sweep and report
 def test_seed004_all_strategies_on_both_shapes(cli):
     rows, answer = run_experiment(
         cli, "seed004", "strategy=functional,fd_forward_loop,jacfwd,jacrev", *QUICK, *NO_MLFLOW

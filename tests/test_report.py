@@ -236,6 +236,7 @@ def test_report_cli_on_a_real_sweep_and_the_parent_run_carries_it(cli, tmp_path:
     assert "12 matched jobs: 1.000" in same.stdout and "slower" not in same.stdout
 
 
+@pytest.mark.slow  # the real `python -m jacbench.report` process; in process: test_bad_inputs
 def test_report_cli_refuses_a_missing_folder(tmp_path: Path):
     proc = subprocess.run(
         [sys.executable, "-m", "jacbench.report", str(tmp_path / "nope")],

@@ -7,6 +7,7 @@ from __future__ import annotations
 import pandas as pd
 import pytest
 import torch
+from matplotlib.text import Text
 from rich.console import Console
 
 from conftest import make_result
@@ -200,6 +201,32 @@ def test_speed_vs_accuracy_names_its_points_without_overlap():
     overlaps = [(a, b) for i, a in enumerate(boxes) for b in boxes[i + 1 :] if a.overlaps(b)]
     assert not overlaps
     assert not texts_inside(fig)
+
+
+def test_label_boxes_are_computed_where_matplotlib_draws_the_labels():
+    """name_points measures a label once and computes its box at every offset: each computed
+    box must be the drawn one, on log axes, left and right of the point, near and far."""
+    import matplotlib.pyplot as plt
+
+    from jacbench.report import plots
+
+    fig, ax = plt.subplots(figsize=(6, 4))
+    ax.set_xscale("log")
+    ax.set_yscale("log")
+    ax.scatter([1e-4, 1e-2], [1.0, 100.0])
+    fig.canvas.draw()
+    renderer = fig.canvas.get_renderer()
+    xy = (1e-3, 10.0)
+    anchor = tuple(ax.transData.transform(xy))
+    first = plots._annotate(ax, "jacrev_compiled", xy, plots.OFFSETS[0])
+    size = (first.get_window_extent(renderer).width, first.get_window_extent(renderer).height)
+    for offset in plots.OFFSETS:
+        drawn = plots._annotate(ax, "jacrev_compiled", xy, offset)
+        drawn.update_positions(renderer)
+        real = Text.get_window_extent(drawn, renderer)
+        box = plots._label_box(anchor, size, offset, fig.dpi / 72.0)
+        assert max(abs(a - b) for a, b in zip(box.extents, real.extents, strict=True)) < 1.0
+    plt.close(fig)
 
 
 def test_accuracy_plot_keeps_its_y_label_inside_the_figure():

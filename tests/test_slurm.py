@@ -128,6 +128,7 @@ def test_a_cancelled_task_is_reported_the_others_counted_and_a_rerun_redoes_only
     assert "4/4 jobs recorded: 4 ok" in again.stdout and "3 already done" in again.stdout
 
 
+@pytest.mark.slow  # needs the local cluster up: seconds
 def test_a_pending_task_is_named_with_squeues_reason(cluster):
     from hydra_plugins.jacbench_launcher.waiting_slurm import pending_reasons
 

@@ -12,7 +12,7 @@ import time
 import pandas as pd
 import pytest
 
-from conftest import QUICK, clean_env, mlflow_runs
+from conftest import NO_MLFLOW, NO_REPORT, QUICK, clean_env, mlflow_runs
 
 GRID = [  # 8 jobs: two of each kind (exact, approximate), both dtypes, two models
     "strategy=jacrev,fd_central",
@@ -66,7 +66,7 @@ def test_eight_jobs_are_recorded_nested_summarised_and_not_rerun(cli, launcher):
 
 
 def test_force_reruns_done_jobs(cli):
-    args = ["-m", "strategy=jacrev,fd_central", *QUICK, "mlflow.enabled=false"]
+    args = ["-m", "strategy=jacrev,fd_central", *QUICK, *NO_MLFLOW, *NO_REPORT]
     assert cli(*args).returncode == 0
     assert cli(*args, "force=true").returncode == 0
     rows = cli.results()
@@ -74,7 +74,7 @@ def test_force_reruns_done_jobs(cli):
 
 
 def test_a_failing_job_is_recorded_the_others_finish_and_the_sweep_exits_1(cli):
-    proc = cli("-m", "model.hidden=8,-1,16", *QUICK)
+    proc = cli("-m", "model.hidden=8,-1,16", *QUICK, *NO_REPORT)
     assert proc.returncode == 1
     rows = cli.results().sort_values("status")
     assert list(rows["status"]) == ["failed", "ok", "ok"]
@@ -161,7 +161,7 @@ def test_slurm_launcher_config_composes_with_cluster_defaults(cli):
 def test_a_job_that_crashes_outside_measurement_still_gets_the_sweep_closed(cli):
     blocker = cli.folder / "not_a_folder"
     blocker.write_text("a file where a results folder should be")
-    proc = cli("-m", f"results_dir=results,{blocker}/results", *QUICK)
+    proc = cli("-m", f"results_dir=results,{blocker}/results", *QUICK, *NO_REPORT)
     assert proc.returncode == 1  # Hydra reports the crashed job; on_multirun_end is skipped
     assert len(cli.results()) == 1
     (parent,), _ = mlflow_runs(cli.tracking_uri)

@@ -16,6 +16,7 @@ import numpy as np  # noqa: E402
 import pandas as pd  # noqa: E402
 from matplotlib.figure import Figure  # noqa: E402
 from matplotlib.text import Text  # noqa: E402
+from matplotlib.transforms import Bbox  # noqa: E402
 
 from jacbench.enums import Kind, Mode, Status
 from jacbench.report.problems import good, latest_ok  # noqa: E402
@@ -106,34 +107,49 @@ def _offsets() -> list[tuple[int, int]]:
 OFFSETS = _offsets()
 
 
-def name_points(ax, xs, ys, labels) -> None:
+def _label_box(anchor: tuple[float, float], size: tuple[float, float], offset, scale: float):
+    """Where a label of ``size`` (display units) written at ``offset`` points from the
+    ``anchor`` (display units) would be drawn: left- or right-aligned, centred vertically."""
+    (px, py), (width, height), (dx, dy) = anchor, size, offset
+    x, y = px + dx * scale, py + dy * scale
+    return Bbox.from_bounds(x if dx > 0 else x - width, y - height / 2, width, height)
+
+
+def _annotate(ax, label: str, xy: tuple[float, float], offset: tuple[int, int]) -> Text:
+    dx, dy = offset
+    return ax.annotate(
+        label,
+        xy,
+        xytext=offset,
+        textcoords="offset points",
+        fontsize=7,
+        ha="left" if dx > 0 else "right",
+        va="center",
+        arrowprops={"arrowstyle": "-", "lw": 0.5, "color": "0.5"} if abs(dy) > 12 else None,
+    )
+
+
+def name_points(ax, xs, ys, labels, renderer) -> None:
     """Write each point's label beside it, at the first offset where it overlaps no label
     or point already placed; far ones get a leader line (a crowded cluster keeps its last
-    try rather than dropping a name)."""
-    fig = ax.figure
-    fig.canvas.draw()  # settle the limits so label boxes are where they will be drawn
-    renderer = fig.canvas.get_renderer()
+    try rather than dropping a name). The figure must have been laid out (drawn) with its
+    limits final. Each label is measured once and its box at every offset computed from
+    that (a trial label per offset, and a draw per panel, took seconds per report)."""
+    scale = ax.figure.dpi / 72.0  # points to pixels
     placed = []
     for x, y, label in sorted(zip(xs, ys, labels, strict=True), key=lambda p: (p[0], -p[1])):
-        for dx, dy in OFFSETS:
-            far = abs(dy) > 12
-            text = ax.annotate(
-                label,
-                (x, y),
-                xytext=(dx, dy),
-                textcoords="offset points",
-                fontsize=7,
-                ha="left" if dx > 0 else "right",
-                va="center",
-                arrowprops={"arrowstyle": "-", "lw": 0.5, "color": "0.5"} if far else None,
-            )
-            text.update_positions(renderer)
-            box = Text.get_window_extent(text, renderer)  # the words, not the leader line
+        probe = _annotate(ax, label, (x, y), OFFSETS[0])
+        extent = Text.get_window_extent(probe, renderer)  # the words, not the leader line
+        probe.remove()
+        anchor = tuple(ax.transData.transform((x, y)))
+        for offset in OFFSETS:
+            box = _label_box(anchor, (extent.width, extent.height), offset, scale)
             inside = ax.bbox.contains(box.x0, box.y0) and ax.bbox.contains(box.x1, box.y1)
-            free = not any(box.overlaps(other) for other in placed)
-            if (inside and free) or (dx, dy) == OFFSETS[-1]:
+            if (inside and not any(box.overlaps(other) for other in placed)) or (
+                offset == OFFSETS[-1]
+            ):
                 break
-            text.remove()
+        _annotate(ax, label, (x, y), offset)
         placed.append(box)
 
 
@@ -164,8 +180,12 @@ def speed_vs_accuracy(problems: list[tuple[str, pd.DataFrame]]) -> Figure | None
         _loglog(fig, ax, "median seconds per Jacobian", "err_eps", title="kind, dtype", fontsize=8)
     for ax in axes.flat[len(panels) :]:
         ax.remove()  # an empty cell of the grid
+    fig.draw_without_rendering()  # settle the layout and limits where the names will be
+    renderer = fig.canvas.get_renderer()
     for ax, (_, ok) in zip(axes.flat, panels, strict=False):
-        name_points(ax, ok["time_median_s"], ok["err_eps"].clip(lower=ZERO_ERR), ok["label"])
+        errors = ok["err_eps"].clip(lower=ZERO_ERR)
+        name_points(ax, ok["time_median_s"], errors, ok["label"], renderer)
+    fig.set_layout_engine("none")  # laid out above, names inside the axes: saving redoes none
     return fig
 
 
