@@ -31,6 +31,9 @@ CHROMIUM = "/usr/bin/chromium"
 EXPANDER = "runnamecellrenderer.tsx_46"  # the +/- before a parent run's name
 # What the runs table must show (column headers and cell text) in jacbench's saved view.
 TABLE_TEXTS = ["time_median_ms", "err_eps", "log10_rel_err", "strategy", "Dataset"]
+# The runs table itself (ag-grid): read apart from the experiment's description above it,
+# which names the same columns and is drawn before the table has loaded.
+GRID = ".ag-root-wrapper"
 
 
 def free_port() -> int:
@@ -126,7 +129,7 @@ def check_ui(url: str, db: Path, out: Path, chromium: str = CHROMIUM) -> Finding
             _close_assistant(page)
             if name == "runs_table":
                 _expand_sweep(page)
-                text = page.inner_text("body")
+                text = _table_text(page)
             shot = out / f"{name}.png"
             page.screenshot(path=str(shot))
             found.screenshots.append(shot)
@@ -162,9 +165,22 @@ def _expand_sweep(page) -> None:
         page.wait_for_timeout(1500)
 
 
+def _table_text(page, timeout: float = 30) -> str:
+    """The runs table's text once it shows every wanted column (it loads after the page)."""
+    deadline = time.monotonic() + timeout
+    while True:
+        grid = page.locator(GRID)
+        text = grid.first.inner_text() if grid.count() else ""
+        if all(wanted in text for wanted in TABLE_TEXTS) or time.monotonic() > deadline:
+            return text
+        page.wait_for_timeout(500)
+
+
 def _settled_text(page, name: str, timeout: float = 30) -> str:
     """The page's text once MLflow's single-page app has drawn what it is waiting for."""
-    marker = {"runs_table": "time_median_ms", "parent_overview": "Recommended"}.get(name)
+    if name == "runs_table":
+        return _table_text(page, timeout)
+    marker = {"parent_overview": "Recommended"}.get(name)
     deadline = time.monotonic() + timeout
     while True:
         text = page.inner_text("body")
