@@ -48,12 +48,20 @@ def test_gpu_preset_asks_for_a_gpu_only_for_cuda():
     assert (cpu["gpus_per_task"], cpu["cpus_per_task"], cpu["mem_gb"]) == (None, 1, 4)
 
 
+def submitted(folder: Path) -> dict[str, int]:
+    """SLURM job id -> how many tasks it ran, for the sweeps launched from ``folder`` (from
+    submitit's folders: ``<id>_<index>`` per task of an array, ``<id>`` for a single job)."""
+    tasks: dict[str, set[str]] = {}
+    for path in folder.glob("multirun/*/*/.submitit/*"):
+        if path.is_dir() and (match := re.fullmatch(r"(\d+)(?:_(\d+))?", path.name)):
+            tasks.setdefault(match.group(1), set()).update(filter(None, [match.group(2)]))
+    return {job: max(len(indices), 1) for job, indices in tasks.items()}
+
+
 def array_job(folder: Path) -> str:
-    """The SLURM array job id of the sweep launched from ``folder`` (from submitit's folder)."""
-    names = {p.name for p in folder.glob("multirun/*/*/.submitit/*_*")}
-    ids = {re.match(r"(\d+)_", n).group(1) for n in names if re.match(r"\d+_\d+$", n)}
-    assert len(ids) == 1, names
-    return ids.pop()
+    """The SLURM array job id of the one sweep submitted from ``folder``."""
+    (job,) = submitted(folder)
+    return job
 
 
 @pytest.mark.slow
@@ -75,7 +83,8 @@ def test_a_sweep_runs_as_a_slurm_array_is_accounted_and_resumes(cluster, cli):
 
     again = cli(*grid, timeout=300)
     assert again.returncode == 0, again.stderr
-    assert "4 already done (resumed)" in again.stdout  # the jobs' own lines go to SLURM logs
+    assert "4 already done (resumed)" in again.stdout
+    assert submitted(cli.folder) == {job: 4}  # nothing queued again
 
 
 @pytest.mark.slow
@@ -126,6 +135,7 @@ def test_a_cancelled_task_is_reported_the_others_counted_and_a_rerun_redoes_only
     again = cli(*grid, timeout=300)
     assert again.returncode == 0, again.stderr
     assert "4/4 jobs recorded: 4 ok" in again.stdout and "3 already done" in again.stdout
+    assert sorted(submitted(cli.folder).values()) == [1, 4]  # queued again: job 0 alone
 
 
 @pytest.mark.slow  # needs the local cluster up: seconds

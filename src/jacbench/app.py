@@ -20,9 +20,10 @@ from jacbench.display import make_console, print_result
 from jacbench.inputs import check_results_dir, refusing
 from jacbench.orphans import exit_with, runs_beside_sweep
 from jacbench.recorders.mlflow_run import Tracking, log_row
-from jacbench.recorders.parquet import find_done_result, write_result
+from jacbench.recorders.parquet import write_result
 from jacbench.registry import load_registry
 from jacbench.result import Result
+from jacbench.resume import count_as_done, recorded_result, results_dir
 from jacbench.runner import execute
 from jacbench.sweep import SweepState, close_open_sweep, current_sweep, job_record
 from jacbench.usage import reported
@@ -60,11 +61,6 @@ def record(
     return result, path
 
 
-def results_dir(cfg: DictConfig, launch_dir: Path) -> Path:
-    path = Path(cfg.results_dir)
-    return path if path.is_absolute() else launch_dir / path
-
-
 def thread_cap() -> int | None:
     """Cores per concurrent job under the joblib launcher, so workers do not oversubscribe."""
     launcher = HydraConfig.get().launcher
@@ -91,14 +87,10 @@ def run_in_sweep(cfg: DictConfig, sweep: SweepState, launch_dir: Path, console: 
         )
 
     with claimed(folder, key, waiting, sweep.sweep_id) as waited:
-        done_before = find_done_result(folder, key)
+        done_before = recorded_result(cfg, launch_dir)
         if done_before is not None and (waited or not cfg.force):
-            done = sweep.mark_job(num, job_record(num, done_before, "done", resumed=True))
             how = "done by another sweep" if waited else "already done"
-            console.print(
-                f"[{done}/{sweep.total}] job {num}: {how} ({done_before.name}); "
-                "force=true re-runs it"
-            )
+            count_as_done(sweep, num, done_before, how, console)
             return
         result = execute(cfg, REGISTRY, thread_cap())
         result, path = record(result, cfg, launch_dir, console, sweep.parent_run_id)

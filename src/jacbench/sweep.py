@@ -331,6 +331,11 @@ def answer_experiment(state: SweepState, rows: Any, console: Any) -> str:
     return answer
 
 
+def launching_sweep() -> SweepState | None:
+    """In the launching process, between the sweep's start and end: the sweep it opened."""
+    return _OPEN
+
+
 def close_open_sweep() -> int:
     """Close the sweep this process opened, if any, and forget it (a later launch in the same
     process starts afresh); returns its exit code."""

@@ -1,19 +1,27 @@
 """A SLURM launcher that waits for every task of the array, not only up to the first one that
 died: hydra-submitit-launcher stops at the first cancelled or timed-out task, and the tasks still
 running then record under a sweep already closed. While it waits, it says which tasks pend and
-why (SLURM's squeue reason)."""
+why (SLURM's squeue reason). A job whose result is already recorded is counted before
+submitting and never queued: a resumed sweep asks the cluster only for what is missing."""
 
 from __future__ import annotations
 
+import copy
 import subprocess
 import sys
 import time
 from collections.abc import Sequence
+from pathlib import Path
 from typing import Any
 
 import submitit
 from hydra.core.utils import JobReturn, JobStatus
 from hydra_plugins.hydra_submitit_launcher.submitit_launcher import SlurmLauncher
+from omegaconf import DictConfig, open_dict, read_write
+
+from jacbench.display import make_console
+from jacbench.resume import count_as_done, recorded_result
+from jacbench.sweep import launching_sweep
 
 POLL_S = 1.0
 PENDING_REPORT_S = 60.0  # say which tasks pend (and why) after this long, then as often again
@@ -58,15 +66,49 @@ def collect(job: submitit.Job, overrides: Sequence[str]) -> JobReturn:
         return JobReturn(overrides=list(overrides), status=JobStatus.FAILED, _return_value=exc)
 
 
+def task_config(sweep_config: DictConfig) -> DictConfig:
+    """The config a task's function receives: the job's, without the ``hydra`` node."""
+    cfg = copy.deepcopy(sweep_config)
+    with read_write(cfg), open_dict(cfg):
+        del cfg["hydra"]
+    return cfg
+
+
 class WaitingSlurmLauncher(SlurmLauncher):
-    """hydra-submitit-launcher's SlurmLauncher, waiting for all tasks of the array."""
+    """hydra-submitit-launcher's SlurmLauncher, waiting for all tasks of the array and
+    submitting only the jobs not yet recorded."""
+
+    def recorded(self, job_overrides: Sequence[Sequence[str]], first_num: int) -> set[int]:
+        """Positions of the jobs already recorded, each counted in the sweep now (force=true
+        submits them all; a job that cannot be checked here is submitted and checks itself)."""
+        sweep = launching_sweep()
+        if sweep is None:
+            return set()
+        launch_dir = Path(str(self.config.hydra.runtime.cwd))
+        console, done = make_console(), set()
+        for i, overrides in enumerate(job_overrides):
+            try:
+                loader = self.hydra_context.config_loader
+                cfg = task_config(loader.load_sweep_config(self.config, list(overrides)))
+                found = None if cfg.force else recorded_result(cfg, launch_dir)
+            except Exception:
+                continue
+            if found is not None:
+                count_as_done(sweep, first_num + i, found, "already done", console)
+                done.add(i)
+        return done
 
     def launch(self, job_overrides: Sequence[Sequence[str]], initial_job_idx: int) -> Any:
-        jobs: list[submitit.Job] = []
+        done = self.recorded(job_overrides, initial_job_idx)
+        if len(done) == len(job_overrides):
+            return [JobReturn(overrides=list(o), status=JobStatus.COMPLETED) for o in job_overrides]
+        jobs: dict[int, submitit.Job] = {}  # position in job_overrides -> its SLURM task
         map_array = submitit.AutoExecutor.map_array
 
-        def keep(executor: Any, *args: Any) -> list[submitit.Job]:
-            jobs.extend(map_array(executor, *args))
+        def keep(executor: Any, fn: Any, *columns: Any) -> list[submitit.Job]:
+            todo = [i for i in range(len(job_overrides)) if i not in done]
+            rows = [row for i, row in enumerate(zip(*columns, strict=True)) if i not in done]
+            jobs.update(zip(todo, map_array(executor, fn, *zip(*rows, strict=True)), strict=True))
             return []  # the parent's own collection loop then has nothing to stop on
 
         submitit.AutoExecutor.map_array = keep  # type: ignore[method-assign]
@@ -74,5 +116,10 @@ class WaitingSlurmLauncher(SlurmLauncher):
             super().launch(job_overrides, initial_job_idx)
         finally:
             submitit.AutoExecutor.map_array = map_array  # type: ignore[method-assign]
-        wait_all(jobs)
-        return [collect(job, o) for job, o in zip(jobs, job_overrides, strict=True)]
+        wait_all(list(jobs.values()))
+        return [
+            collect(jobs[i], o)
+            if i in jobs
+            else JobReturn(overrides=list(o), status=JobStatus.COMPLETED)
+            for i, o in enumerate(job_overrides)
+        ]
