@@ -152,3 +152,18 @@ def test_a_pending_task_is_named_with_squeues_reason(cluster):
         assert pending_reasons([held]) == [f"{held} pending (JobHeldUser)"]
     finally:
         subprocess.run(["scancel", held], check=True)
+
+
+def test_only_a_sweep_that_can_resume_composes_its_jobs_before_submitting(tmp_path: Path):
+    from hydra_plugins.jacbench_launcher.waiting_slurm import maybe_recorded
+
+    config = OmegaConf.create({"results_dir": "results", "force": False})
+    jobs = [["strategy=jacrev"], ["strategy=jacfwd"]]
+    assert not maybe_recorded(config, jobs, tmp_path)  # a first run: nothing to look up
+    (tmp_path / "results").mkdir()
+    (tmp_path / "results" / "x_0123456789abcdef_1.parquet").write_bytes(b"")
+    assert maybe_recorded(config, jobs, tmp_path)
+    assert not maybe_recorded(OmegaConf.merge(config, {"force": True}), jobs, tmp_path)
+    elsewhere = OmegaConf.merge(config, {"results_dir": "empty"})
+    assert maybe_recorded(elsewhere, [["results_dir=results"]], tmp_path)
+    assert not maybe_recorded(elsewhere, jobs, tmp_path)
