@@ -20,10 +20,10 @@ from jacbench.display import make_console, print_result
 from jacbench.inputs import check_results_dir, refusing
 from jacbench.orphans import exit_with, runs_beside_sweep
 from jacbench.recorders.mlflow_run import Tracking, log_row
-from jacbench.recorders.parquet import write_result
+from jacbench.recorders.parquet import find_done_result, write_result
 from jacbench.registry import load_registry
 from jacbench.result import Result
-from jacbench.resume import count_as_done, recorded_result, results_dir
+from jacbench.resume import count_as_done, results_dir
 from jacbench.runner import execute
 from jacbench.sweep import SweepState, close_open_sweep, current_sweep, job_record
 from jacbench.usage import reported
@@ -87,7 +87,7 @@ def run_in_sweep(cfg: DictConfig, sweep: SweepState, launch_dir: Path, console: 
         )
 
     with claimed(folder, key, waiting, sweep.sweep_id) as waited:
-        done_before = recorded_result(cfg, launch_dir)
+        done_before = find_done_result(folder, key)
         if done_before is not None and (waited or not cfg.force):
             how = "done by another sweep" if waited else "already done"
             count_as_done(sweep, num, done_before, how, console)

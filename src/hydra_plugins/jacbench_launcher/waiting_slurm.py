@@ -6,7 +6,6 @@ submitting and never queued: a resumed sweep asks the cluster only for what is m
 
 from __future__ import annotations
 
-import copy
 import subprocess
 import sys
 import time
@@ -17,7 +16,7 @@ from typing import Any
 import submitit
 from hydra.core.utils import JobReturn, JobStatus
 from hydra_plugins.hydra_submitit_launcher.submitit_launcher import SlurmLauncher
-from omegaconf import DictConfig, open_dict, read_write
+from omegaconf import DictConfig
 
 from jacbench.display import make_console
 from jacbench.resume import count_as_done, recorded_result, results_dir
@@ -66,14 +65,6 @@ def collect(job: submitit.Job, overrides: Sequence[str]) -> JobReturn:
         return JobReturn(overrides=list(overrides), status=JobStatus.FAILED, _return_value=exc)
 
 
-def task_config(sweep_config: DictConfig) -> DictConfig:
-    """The config a task's function receives: the job's, without the ``hydra`` node."""
-    cfg = copy.deepcopy(sweep_config)
-    with read_write(cfg), open_dict(cfg):
-        del cfg["hydra"]
-    return cfg
-
-
 def maybe_recorded(
     config: DictConfig, job_overrides: Sequence[Sequence[str]], launch_dir: Path
 ) -> bool:
@@ -100,7 +91,7 @@ class WaitingSlurmLauncher(SlurmLauncher):
         for i, overrides in enumerate(job_overrides):
             try:
                 loader = self.hydra_context.config_loader
-                cfg = task_config(loader.load_sweep_config(self.config, list(overrides)))
+                cfg = loader.load_sweep_config(self.config, list(overrides))
                 found = None if cfg.force else recorded_result(cfg, launch_dir)
             except Exception:
                 continue
