@@ -6,13 +6,18 @@ import contextlib
 import dataclasses
 import importlib.util
 import io
+import multiprocessing
 import os
+import shutil
 import sys
+import tempfile
 import traceback
 from concurrent.futures import ThreadPoolExecutor
 from datetime import datetime, timezone
+from multiprocessing import forkserver
+from multiprocessing.process import BaseProcess
 from pathlib import Path
-from subprocess import PIPE, STDOUT, CompletedProcess, Popen, run
+from subprocess import CompletedProcess, run
 
 import pandas as pd
 import pytest
@@ -94,32 +99,55 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
             item.add_marker(pytest.mark.slow)
 
 
-class OwnProcesses:
-    """Runs the session's ``compiles`` tests, one by one, each as ``pytest NODEID`` in a fresh
-    interpreter, from a background thread: the second core runs them while this process runs
-    the other tests, and each test here then takes its own test's outcome."""
+# What a test that compiles imports before it compiles: loaded once into a fork server, so each
+# such test starts as a fork of a process that has imported them and compiled nothing, instead
+# of paying ~4-8 s of interpreter, torch, dynamo and inductor start-up of its own.
+PRELOAD = ["conftest", "torch._dynamo", "torch._inductor.compile_fx", "jacbench.api"]
 
-    def __init__(self, root: Path, nodeids: list[str]) -> None:
+
+def run_in_own_process(root: str, nodeid: str, output: str) -> None:
+    """``pytest NODEID`` in this (forked, fresh) process; its exit status is pytest's."""
+    os.environ[ISOLATED] = "1"
+    os.chdir(root)
+    with open(output, "wb") as out:
+        os.dup2(out.fileno(), 1)
+        os.dup2(out.fileno(), 2)
+    code = pytest.main(["-p", "no:cacheprovider", "-q", "-rs", "-o", "addopts=", nodeid])
+    sys.stdout.flush()
+    sys.stderr.flush()
+    sys.exit(int(code))
+
+
+class OwnProcesses:
+    """Runs the session's ``compiles`` tests, one by one, each as ``pytest NODEID`` in a process
+    of its own (forked from a server that imported their modules), from a background thread:
+    the second core runs them while this process runs the other tests, and each test here then
+    takes its own test's outcome."""
+
+    def __init__(self, root: Path, nodeids: list[str], modules: list[str]) -> None:
         self.root = root
-        self.current: Popen | None = None
+        self.context = multiprocessing.get_context("forkserver")
+        self.context.set_forkserver_preload([*PRELOAD, *modules])
+        forkserver.ensure_running()  # now: its environment is the session's, before any test's
+        self.outputs = Path(tempfile.mkdtemp(prefix="jacbench-own-"))
+        self.current: BaseProcess | None = None
         self.stopped = False
         self.pool = ThreadPoolExecutor(max_workers=1, thread_name_prefix="own-process")
-        self.outcomes = {nodeid: self.pool.submit(self._run, nodeid) for nodeid in nodeids}
+        self.outcomes = {
+            nodeid: self.pool.submit(self._run, nodeid, self.outputs / f"{i}.txt")
+            for i, nodeid in enumerate(nodeids)
+        }
 
-    def _run(self, nodeid: str) -> tuple[int, str]:
+    def _run(self, nodeid: str, output: Path) -> tuple[int, str]:
         if self.stopped:
             return -1, "not run: the session ended first"
-        args = ["-p", "no:cacheprovider", "-q", "-rs", "-o", "addopts="]
-        self.current = Popen(
-            [sys.executable, "-m", "pytest", *args, nodeid],
-            cwd=self.root,
-            env={**os.environ, ISOLATED: "1"},
-            stdout=PIPE,
-            stderr=STDOUT,
-            text=True,
+        self.current = self.context.Process(
+            target=run_in_own_process, args=(str(self.root), nodeid, str(output))
         )
-        output, _ = self.current.communicate()
-        return self.current.returncode, output
+        self.current.start()
+        self.current.join()
+        text = output.read_text(errors="replace") if output.exists() else ""
+        return int(self.current.exitcode or 0), text
 
     def outcome(self, nodeid: str) -> None:
         """Pass, skip (with the reason) or fail (with the test's own report) as it did."""
@@ -135,9 +163,10 @@ class OwnProcesses:
 
     def stop(self) -> None:
         self.stopped = True
-        if self.current is not None and self.current.poll() is None:
+        if self.current is not None and self.current.is_alive():
             self.current.kill()
         self.pool.shutdown(wait=True)
+        shutil.rmtree(self.outputs, ignore_errors=True)
 
 
 _OWN: list[OwnProcesses] = []
@@ -146,9 +175,12 @@ _OWN: list[OwnProcesses] = []
 def pytest_collection_finish(session: pytest.Session) -> None:
     if os.environ.get(ISOLATED) or session.config.option.collectonly:
         return
-    own = [item.nodeid for item in session.items if item.get_closest_marker("compiles")]
+    own = [item for item in session.items if item.get_closest_marker("compiles")]
     if own:
-        _OWN.append(OwnProcesses(session.config.rootpath, own))
+        modules = sorted(
+            {item.module.__name__ for item in own if isinstance(item, pytest.Function)}
+        )
+        _OWN.append(OwnProcesses(session.config.rootpath, [item.nodeid for item in own], modules))
 
 
 def pytest_sessionfinish() -> None:
