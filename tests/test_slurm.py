@@ -8,6 +8,7 @@ import shutil
 import subprocess
 import sys
 import time
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -23,15 +24,26 @@ CPU = ["hydra/launcher=slurm_cpu"]
 register_configs(load_registry())  # strategy=<name> choices for compose()
 
 
+def cluster_answers() -> bool:
+    if shutil.which("sinfo") is None:
+        return False
+    return subprocess.run(["sinfo", "-h"], capture_output=True, timeout=60).returncode == 0
+
+
 @pytest.fixture(scope="module")
-def cluster() -> None:
-    """Bring the local cluster up (quick when `.ci/run` already did); skip where it cannot run."""
+def cluster() -> Iterator[None]:
+    """Bring the local cluster up (quick when `.ci/run` already did), and down again after
+    these tests if they brought it up; skip where it cannot run."""
     if os.geteuid() != 0:
         pytest.skip("the local SLURM cluster needs root (scripts/slurm_local.sh installs it)")
     if shutil.which("sbatch") is None and shutil.which("apt-get") is None:
         pytest.skip("no SLURM and no apt-get to install it")
+    was_up = cluster_answers()
     up = subprocess.run([SCRIPT, "up"], capture_output=True, text=True, timeout=600)
     assert up.returncode == 0, up.stderr
+    yield
+    if not was_up:
+        subprocess.run([SCRIPT, "down"], capture_output=True, timeout=120)
 
 
 def launcher(*overrides: str):
