@@ -12,7 +12,7 @@ import shutil
 import sys
 import tempfile
 import traceback
-from concurrent.futures import ThreadPoolExecutor
+from concurrent.futures import Future, ThreadPoolExecutor
 from datetime import datetime, timezone
 from multiprocessing import forkserver
 from multiprocessing.process import BaseProcess
@@ -119,24 +119,32 @@ def run_in_own_process(root: str, nodeid: str, output: str) -> None:
 
 
 class OwnProcesses:
-    """Runs the session's ``compiles`` tests, one by one, each as ``pytest NODEID`` in a process
-    of its own (forked from a server that imported their modules), from a background thread:
-    the second core runs them while this process runs the other tests, and each test here then
-    takes its own test's outcome."""
+    """Runs the session's ``compiles`` tests each as ``pytest NODEID`` in a process of its own
+    (forked from a server that imported their modules), one at a time from a background thread.
+    In a plain ``pytest`` run they are all queued at once, so the second core runs them while
+    this process runs the other tests; in a pytest-xdist worker (where the other worker already
+    uses the second core) each one runs when the worker reaches it. Each test here then takes
+    its own test's outcome."""
 
-    def __init__(self, root: Path, nodeids: list[str], modules: list[str]) -> None:
+    def __init__(self, root: Path, nodeids: list[str], modules: list[str], ahead: bool) -> None:
         self.root = root
+        self.nodeids = set(nodeids)
         self.context = multiprocessing.get_context("forkserver")
         self.context.set_forkserver_preload([*PRELOAD, *modules])
-        forkserver.ensure_running()  # now: its environment is the session's, before any test's
         self.outputs = Path(tempfile.mkdtemp(prefix="jacbench-own-"))
         self.current: BaseProcess | None = None
         self.stopped = False
         self.pool = ThreadPoolExecutor(max_workers=1, thread_name_prefix="own-process")
-        self.outcomes = {
-            nodeid: self.pool.submit(self._run, nodeid, self.outputs / f"{i}.txt")
-            for i, nodeid in enumerate(nodeids)
-        }
+        self.outcomes: dict[str, Future[tuple[int, str]]] = {}
+        if ahead:
+            forkserver.ensure_running()  # now: its environment is the session's, not a test's
+            for nodeid in nodeids:
+                self.queue(nodeid)
+
+    def queue(self, nodeid: str) -> Future[tuple[int, str]]:
+        output = self.outputs / f"{len(self.outcomes)}.txt"
+        self.outcomes[nodeid] = self.pool.submit(self._run, nodeid, output)
+        return self.outcomes[nodeid]
 
     def _run(self, nodeid: str, output: Path) -> tuple[int, str]:
         if self.stopped:
@@ -151,7 +159,7 @@ class OwnProcesses:
 
     def outcome(self, nodeid: str) -> None:
         """Pass, skip (with the reason) or fail (with the test's own report) as it did."""
-        code, output = self.outcomes[nodeid].result()
+        code, output = (self.outcomes.get(nodeid) or self.queue(nodeid)).result()
         lines = output.strip().splitlines()
         summary = lines[-1] if lines else ""
         if code == 0 and " passed" in summary:
@@ -180,7 +188,9 @@ def pytest_collection_finish(session: pytest.Session) -> None:
         modules = sorted(
             {item.module.__name__ for item in own if isinstance(item, pytest.Function)}
         )
-        _OWN.append(OwnProcesses(session.config.rootpath, [item.nodeid for item in own], modules))
+        ahead = "PYTEST_XDIST_WORKER" not in os.environ
+        nodeids = [item.nodeid for item in own]
+        _OWN.append(OwnProcesses(session.config.rootpath, nodeids, modules, ahead))
 
 
 def pytest_sessionfinish() -> None:
@@ -190,7 +200,7 @@ def pytest_sessionfinish() -> None:
 
 @pytest.hookimpl(tryfirst=True)
 def pytest_pyfunc_call(pyfuncitem: pytest.Function) -> bool | None:
-    if not _OWN or pyfuncitem.nodeid not in _OWN[0].outcomes:
+    if not _OWN or pyfuncitem.nodeid not in _OWN[0].nodeids:
         return None
     _OWN[0].outcome(pyfuncitem.nodeid)
     return True
