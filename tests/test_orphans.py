@@ -97,6 +97,7 @@ def test_only_a_job_in_a_process_the_sweep_started_is_watched():
     targets = {
         "hydra._internal.core_plugins.basic_launcher.BasicLauncher": False,
         "hydra_plugins.hydra_joblib_launcher.joblib_launcher.JoblibLauncher": True,
+        "hydra_plugins.jacbench_launcher.resuming_joblib.ResumingJoblibLauncher": True,
         "hydra_plugins.hydra_submitit_launcher.submitit_launcher.LocalLauncher": True,
         "hydra_plugins.hydra_submitit_launcher.submitit_launcher.SlurmLauncher": False,
     }

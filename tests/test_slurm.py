@@ -167,7 +167,7 @@ def test_a_pending_task_is_named_with_squeues_reason(cluster):
 
 
 def test_only_a_sweep_that_can_resume_composes_its_jobs_before_submitting(tmp_path: Path):
-    from hydra_plugins.jacbench_launcher.waiting_slurm import maybe_recorded
+    from hydra_plugins.jacbench_launcher.recorded import maybe_recorded
 
     config = OmegaConf.create({"results_dir": "results", "force": False})
     jobs = [["strategy=jacrev"], ["strategy=jacfwd"]]

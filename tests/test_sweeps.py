@@ -20,20 +20,15 @@ GRID = [  # 8 jobs: two of each kind (exact, approximate), both dtypes, two mode
     "model=mlp,seed003_cat_poly",
     *QUICK,
 ]
-JOBLIB = ["hydra/launcher=joblib", "hydra.launcher.n_jobs=2"]
 
 
 def resumed_jobs(stdout: str) -> int:
     return len(re.findall(r"job \d+: already done", stdout))
 
 
-@pytest.mark.parametrize(
-    "launcher",
-    [pytest.param([], marks=pytest.mark.slow), pytest.param(JOBLIB, marks=pytest.mark.slow)],
-    ids=["basic", "joblib"],
-)
-def test_eight_jobs_are_recorded_nested_summarised_and_not_rerun(cli, launcher):
-    proc = cli("-m", *GRID, *launcher, timeout=600)
+def eight_jobs_recorded(cli, proc) -> pd.DataFrame:
+    """The rows of GRID's sweep, checked: every job ok once, each with its MLflow run nested
+    under the sweep's, and the summary; returns the rows."""
     assert proc.returncode == 0, proc.stderr
     assert "[8/8]" in proc.stdout and "8/8 jobs recorded: 8 ok" in proc.stdout
     rows = cli.results()
@@ -54,8 +49,19 @@ def test_eight_jobs_are_recorded_nested_summarised_and_not_rerun(cli, launcher):
     (summary_path,) = cli.summaries()
     summary = pd.read_parquet(summary_path)
     assert sorted(summary["job_num"]) == list(range(8)) and not summary["resumed"].any()
+    return rows
 
-    again = cli("-m", *GRID, *launcher, timeout=600)
+
+def jobs_run_in(summary_path) -> set[str]:
+    """The jobs of a sweep that Hydra ran (each gets a numbered folder; a job counted as done
+    before it was sent out gets none)."""
+    return {p.name for p in summary_path.parent.iterdir() if p.name.isdigit()}
+
+
+@pytest.mark.slow
+def test_eight_jobs_are_recorded_nested_summarised_and_not_rerun(cli):
+    eight_jobs_recorded(cli, cli("-m", *GRID))
+    again = cli("-m", *GRID)
     assert again.returncode == 0, again.stderr
     assert resumed_jobs(again.stdout) == 8
     assert len(cli.results()) == 8  # no new row
@@ -63,6 +69,33 @@ def test_eight_jobs_are_recorded_nested_summarised_and_not_rerun(cli, launcher):
     assert len(parents) == 2 and len(children) == 8  # no new job run
     resumed = pd.read_parquet(cli.summaries()[-1])
     assert resumed["resumed"].all() and len(resumed) == 8
+
+
+@pytest.mark.slow
+def test_eight_concurrent_joblib_jobs_lose_nothing_and_a_rerun_sends_out_only_the_lost_one(cli):
+    joblib = ["hydra/launcher=joblib", "hydra.launcher.n_jobs=8"]  # 8 workers at once
+    rows = eight_jobs_recorded(cli, cli("-m", *GRID, *joblib, timeout=600))
+    _, children = mlflow_runs(cli.tracking_uri)
+    by_id = {c.info.run_id: c for c in children}
+    for _, row in rows.iterrows():
+        metrics = by_id[row["mlflow_run_id"]].data.metrics  # 4 significant digits
+        assert metrics["rel_err"] == pytest.approx(row["rel_err"], rel=1e-3)
+
+    first = pd.read_parquet(cli.summaries()[0]).set_index("config_hash")
+    lost = rows.iloc[5]["config_hash"]
+    (row_file,) = (cli.folder / "results").glob(f"*_{lost}_*.parquet")
+    row_file.unlink()
+    again = cli("-m", *GRID, *joblib, timeout=600)
+    assert again.returncode == 0, again.stderr
+    assert resumed_jobs(again.stdout) == 7 and "8/8 jobs recorded: 8 ok" in again.stdout
+    summary_path = cli.summaries()[-1]
+    resumed = pd.read_parquet(summary_path).set_index("config_hash")
+    assert resumed["resumed"].sum() == 7 and not resumed.loc[lost, "resumed"]
+    assert (resumed["job_num"] == first["job_num"].reindex(resumed.index)).all()  # same numbers
+    assert jobs_run_in(summary_path) == {str(first.loc[lost, "job_num"])}  # no worker for the 7
+    assert len(cli.results()) == 8
+    parents, children = mlflow_runs(cli.tracking_uri)
+    assert len(parents) == 2 and len(children) == 9
 
 
 def test_force_reruns_done_jobs(cli):
@@ -112,27 +145,6 @@ def test_a_killed_sweep_stays_readable_and_resumes_only_missing_jobs(cli):
     rows = cli.results()
     assert len(rows) == 6 and rows["config_hash"].nunique() == 6
     assert set(rows["status"]) == {"ok"}
-
-
-@pytest.mark.slow
-def test_eight_concurrent_jobs_lose_no_row_and_no_run(cli):
-    proc = cli(
-        "-m",
-        "hydra/launcher=joblib",
-        "hydra.launcher.n_jobs=8",
-        "seed=0,1,2,3,4,5,6,7",
-        *QUICK,
-        timeout=600,
-    )
-    assert proc.returncode == 0, proc.stderr
-    rows = cli.results()
-    assert len(rows) == 8 and set(rows["status"]) == {"ok"}
-    (parent,), children = mlflow_runs(cli.tracking_uri)
-    assert len(children) == 8 and {c.info.run_id for c in children} == set(rows["mlflow_run_id"])
-    by_id = {c.info.run_id: c for c in children}
-    for _, row in rows.iterrows():
-        metrics = by_id[row["mlflow_run_id"]].data.metrics  # 4 significant digits
-        assert metrics["rel_err"] == pytest.approx(row["rel_err"], rel=1e-3)
 
 
 @pytest.mark.slow

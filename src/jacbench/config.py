@@ -107,7 +107,11 @@ OmegaConf.register_new_resolver("jacbench_gpus", gpus_for_device, replace=True)
 
 
 def register_configs(registry: Registry) -> None:
-    """Make every registered strategy a valid ``strategy=<name>`` with typed options."""
+    """Make every registered strategy a valid ``strategy=<name>`` with typed options, and
+    ``hydra/launcher=joblib`` the launcher that sends out only jobs not yet recorded."""
+    from hydra_plugins.jacbench_launcher import resuming_joblib
+
+    resuming_joblib.register()
     cs = ConfigStore.instance()
     cs.store(name="jacbench_schema", node=JobConfig)
     for name in registry.names():

@@ -21,7 +21,7 @@ from typing import Any
 POLL_S = 0.5  # a getppid() call twice a second: nothing next to the timed work
 EXIT_CODE = 143  # what a shell shows for a process ended by SIGTERM
 # Launchers whose jobs run on the sweep's machine, in processes the sweep started.
-LOCAL_LAUNCHERS = ("JoblibLauncher", "LocalLauncher")
+LOCAL_LAUNCHERS = ("JoblibLauncher", "ResumingJoblibLauncher", "LocalLauncher")
 _WATCHING: set[int] = set()
 
 

@@ -10,17 +10,13 @@ import subprocess
 import sys
 import time
 from collections.abc import Sequence
-from pathlib import Path
 from typing import Any
 
 import submitit
 from hydra.core.utils import JobReturn, JobStatus
 from hydra_plugins.hydra_submitit_launcher.submitit_launcher import SlurmLauncher
-from omegaconf import DictConfig
 
-from jacbench.display import make_console
-from jacbench.resume import count_as_done, recorded_result, results_dir
-from jacbench.sweep import launching_sweep
+from hydra_plugins.jacbench_launcher.recorded import completed, recorded_jobs
 
 POLL_S = 1.0
 PENDING_REPORT_S = 60.0  # say which tasks pend (and why) after this long, then as often again
@@ -65,45 +61,14 @@ def collect(job: submitit.Job, overrides: Sequence[str]) -> JobReturn:
         return JobReturn(overrides=list(overrides), status=JobStatus.FAILED, _return_value=exc)
 
 
-def maybe_recorded(
-    config: DictConfig, job_overrides: Sequence[Sequence[str]], launch_dir: Path
-) -> bool:
-    """Whether any job can be recorded already: not on a first run into an empty results
-    folder, nor with force=true (then no job's config is composed here: ~0.15 s each)."""
-    if config.get("force"):
-        return False
-    swept = {o.partition("=")[0].lstrip("+~") for overrides in job_overrides for o in overrides}
-    return "results_dir" in swept or any(results_dir(config, launch_dir).glob("*.parquet"))
-
-
 class WaitingSlurmLauncher(SlurmLauncher):
     """hydra-submitit-launcher's SlurmLauncher, waiting for all tasks of the array and
     submitting only the jobs not yet recorded."""
 
-    def recorded(self, job_overrides: Sequence[Sequence[str]], first_num: int) -> set[int]:
-        """Positions of the jobs already recorded, each counted in the sweep now (force=true
-        submits them all; a job that cannot be checked here is submitted and checks itself)."""
-        sweep = launching_sweep()
-        launch_dir = Path(str(self.config.hydra.runtime.cwd))
-        if sweep is None or not maybe_recorded(self.config, job_overrides, launch_dir):
-            return set()
-        console, done = make_console(), set()
-        for i, overrides in enumerate(job_overrides):
-            try:
-                loader = self.hydra_context.config_loader
-                cfg = loader.load_sweep_config(self.config, list(overrides))
-                found = None if cfg.force else recorded_result(cfg, launch_dir)
-            except Exception:
-                continue
-            if found is not None:
-                count_as_done(sweep, first_num + i, found, "already done", console)
-                done.add(i)
-        return done
-
     def launch(self, job_overrides: Sequence[Sequence[str]], initial_job_idx: int) -> Any:
-        done = self.recorded(job_overrides, initial_job_idx)
+        done = recorded_jobs(self, job_overrides, initial_job_idx)
         if len(done) == len(job_overrides):
-            return [JobReturn(overrides=list(o), status=JobStatus.COMPLETED) for o in job_overrides]
+            return [completed(o) for o in job_overrides]
         jobs: dict[int, submitit.Job] = {}  # position in job_overrides -> its SLURM task
         map_array = submitit.AutoExecutor.map_array
 
@@ -120,8 +85,5 @@ class WaitingSlurmLauncher(SlurmLauncher):
             submitit.AutoExecutor.map_array = map_array  # type: ignore[method-assign]
         wait_all(list(jobs.values()))
         return [
-            collect(jobs[i], o)
-            if i in jobs
-            else JobReturn(overrides=list(o), status=JobStatus.COMPLETED)
-            for i, o in enumerate(job_overrides)
+            collect(jobs[i], o) if i in jobs else completed(o) for i, o in enumerate(job_overrides)
         ]
