@@ -1,7 +1,8 @@
 """Hydra's joblib launcher, sending to its workers only the jobs not yet recorded: a resumed
 sweep with every job done starts no worker (each would import torch and MLflow, seconds of
 CPU, to learn that its job is done), and one with some done runs only the rest, each under its
-own job number. ``register()`` makes it what ``hydra/launcher=joblib`` selects."""
+own job number, in no more workers than there are jobs to run. ``register()`` makes it what
+``hydra/launcher=joblib`` selects."""
 
 from __future__ import annotations
 
@@ -14,6 +15,7 @@ from hydra.core.utils import JobReturn
 from hydra_plugins.hydra_joblib_launcher import _core
 from hydra_plugins.hydra_joblib_launcher.config import JobLibLauncherConf
 from hydra_plugins.hydra_joblib_launcher.joblib_launcher import JoblibLauncher
+from joblib import effective_n_jobs
 
 from hydra_plugins.jacbench_launcher.recorded import completed, recorded_jobs
 
@@ -26,14 +28,18 @@ class ResumingJoblibLauncher(JoblibLauncher):
         self, job_overrides: Sequence[Sequence[str]], initial_job_idx: int
     ) -> Sequence[JobReturn]:
         done = recorded_jobs(self, job_overrides, initial_job_idx)
-        if not done:
-            return super().launch(job_overrides, initial_job_idx)
         if len(done) == len(job_overrides):
             return [completed(o) for o in job_overrides]
+        todo = len(job_overrides) - len(done)
         parallel = _core.Parallel
 
         class TodoOnly(parallel):  # type: ignore[misc, valid-type]
-            """joblib.Parallel given Hydra's tasks, each already bound to its job number."""
+            """joblib.Parallel given Hydra's tasks, each already bound to its job number: runs
+            those not done, in no more workers than there are of them (an idle loky worker
+            still imports jacbench, and so torch)."""
+
+            def __init__(self, n_jobs: int | None = None, **kwargs: Any) -> None:
+                super().__init__(n_jobs=min(effective_n_jobs(n_jobs), todo), **kwargs)
 
             def __call__(self, tasks: Iterable[Any]) -> Any:
                 return super().__call__(t for i, t in enumerate(tasks) if i not in done)
