@@ -98,6 +98,30 @@ def test_eight_concurrent_joblib_jobs_lose_nothing_and_a_rerun_sends_out_only_th
     assert len(parents) == 2 and len(children) == 9
 
 
+def test_each_job_of_a_sweep_is_composed_once(cli, monkeypatch):
+    """Hydra's basic sweeper composes every job to validate the batch and its launcher then
+    composes it again; jacbench's sweeper hands the launcher the validated config."""
+    from hydra._internal.config_loader_impl import ConfigLoaderImpl
+
+    composed: list[tuple[str, ...]] = []
+    compose = ConfigLoaderImpl.load_sweep_config
+
+    def counted(self, master_config, sweep_overrides):
+        composed.append(tuple(sweep_overrides))
+        return compose(self, master_config, sweep_overrides)
+
+    monkeypatch.setattr(ConfigLoaderImpl, "load_sweep_config", counted)
+    proc = cli("-m", "strategy=jacrev,fd_central", "dtype=float32,float64", *QUICK, *NO_REPORT)
+    assert proc.returncode == 0, proc.stderr
+    assert len(composed) == len(set(composed)) == 4
+    rows = cli.results()
+    assert len(rows) == 4 and set(rows["status"]) == {"ok"}
+    summary = pd.read_parquet(cli.summaries()[0])
+    assert sorted(summary["job_num"]) == [0, 1, 2, 3]
+    jobs = {(r.strategy, r.dtype) for r in rows.itertuples()}
+    assert jobs == {(s, d) for s in ("jacrev", "fd_central") for d in ("float32", "float64")}
+
+
 def test_force_reruns_done_jobs(cli):
     args = ["-m", "strategy=jacrev,fd_central", *QUICK, *NO_MLFLOW, *NO_REPORT]
     assert cli(*args).returncode == 0
