@@ -4,12 +4,14 @@ measured again by another running beside it."""
 from __future__ import annotations
 
 import json
+import multiprocessing
 import os
 import re
 import subprocess
 import sys
 import threading
 import time
+from typing import Any
 
 import pytest
 
@@ -84,9 +86,42 @@ def test_two_sweeps_at_once_in_one_folder_run_each_job_once(tmp_path):
     for output in outputs:
         assert "4/4 jobs recorded" in output, output
     parents, children = mlflow_runs(sqlite_uri(tmp_path))
-    assert len(parents) == 2 and len(children) == 4
+    assert len(parents) == 2 and len(children) == 4, outputs
     ran = {p.info.run_id: 0 for p in parents}
     for child in children:
         ran[child.data.tags["mlflow.parentRunId"]] += 1
     not_run = re.compile(r"\] job \d+: (already done|done by another sweep)")
     assert sorted(ran.values()) == sorted(4 - len(not_run.findall(o)) for o in outputs)
+
+
+def describe(uri: str, start: Any, answers: Any) -> None:
+    """In a forked process: describe the experiment when every process is ready."""
+    from jacbench.recorders.mlflow_run import Tracking, describe_experiment
+
+    start.wait()
+    try:
+        describe_experiment(Tracking(uri=uri, experiment="jacbench"))
+        answers.put("ok")
+    except Exception as exc:
+        answers.put(f"{type(exc).__name__}: {exc}")
+
+
+def test_sweeps_starting_together_all_describe_the_experiment(tmp_path):
+    """Each sweep sets the experiment's tags (description, runs view) as it starts; sweeps
+    starting together insert the same new tags at once, and sqlite refused all but the first
+    (UNIQUE constraint failed): that sweep lost its parent run's params and its jobs' nesting."""
+    from jacbench.recorders.mlflow_run import Tracking, ensure_experiment
+
+    ctx = multiprocessing.get_context("fork")  # the processes start with MLflow imported
+    for trial in range(3):
+        uri = sqlite_uri(tmp_path / str(trial))
+        (tmp_path / str(trial)).mkdir()
+        ensure_experiment(Tracking(uri=uri, experiment="jacbench"))  # as a first single run
+        start, answers = ctx.Barrier(6), ctx.Queue()
+        processes = [ctx.Process(target=describe, args=(uri, start, answers)) for _ in range(6)]
+        for process in processes:
+            process.start()
+        got = [answers.get(timeout=120) for _ in processes]
+        for process in processes:
+            process.join()
+        assert got == ["ok"] * 6, got

@@ -50,13 +50,19 @@ class Tracking:
         return cls(uri, experiment, root)
 
 
+# What sqlite answers a writer that another process got ahead of: a lock it holds, or a row
+# (an experiment tag two sweeps set at once) it inserted between this one's look and insert.
+# The same call again then waits for the lock, or updates the row.
+CONCURRENT_WRITER = ("database is locked", "UNIQUE constraint failed")
+
+
 def _retry(call: Callable[[], T], attempts: int = 4) -> T:
-    """sqlite answers 'database is locked' to concurrent writers now and then: retry."""
+    """Retry a write that another process's write got in the way of (see CONCURRENT_WRITER)."""
     for attempt in range(attempts):
         try:
             return call()
         except Exception as exc:
-            if "locked" not in str(exc) or attempt == attempts - 1:
+            if not any(s in str(exc) for s in CONCURRENT_WRITER) or attempt == attempts - 1:
                 raise
             time.sleep(0.2 * 2**attempt)
     raise AssertionError("unreachable")
