@@ -34,15 +34,10 @@ class ComposedOnce:
         return copy.deepcopy(self.composed[key])
 
     def __getattr__(self, name: str) -> Any:
-        if name == "loader":  # not set yet: being unpickled
-            raise AttributeError(name)
         return getattr(self.loader, name)
 
-    def __getstate__(self) -> dict[str, Any]:
-        return {"loader": self.loader, "composed": {}}
-
-    def __setstate__(self, state: dict[str, Any]) -> None:
-        self.__dict__.update(state)
+    def __reduce__(self) -> tuple[Any, ...]:
+        return ComposedOnce, (self.loader,)
 
 
 class ComposingOnceSweeper(BasicSweeper):

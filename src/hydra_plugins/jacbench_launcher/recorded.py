@@ -20,7 +20,8 @@ def maybe_recorded(
     config: DictConfig, job_overrides: Sequence[Sequence[str]], launch_dir: Path
 ) -> bool:
     """Whether any job can be recorded already: not on a first run into an empty results
-    folder, nor with force=true (then no job's config is composed here: ~0.15 s each)."""
+    folder, nor with force=true (then no job's config is looked up here: composed, ~0.15 s
+    each, under Hydra's basic sweeper; copied from the validation's under jacbench's)."""
     if config.get("force"):
         return False
     swept = {o.partition("=")[0].lstrip("+~") for overrides in job_overrides for o in overrides}
