@@ -253,9 +253,10 @@ def compiles_or_calibrates(name: str) -> bool:
     )
 
 
-def compose_job(*overrides: str):
+def compose_job(*overrides: str, with_hydra: bool = False):
     """The job config ``python -m jacbench OVERRIDES`` runs, through Hydra's compose API (for
-    tests that call ``jacbench.runner.execute`` directly)."""
+    tests that call ``jacbench.runner.execute`` directly); ``with_hydra``: with its ``hydra``
+    node (launcher, sweeper)."""
     from hydra import compose, initialize_config_dir
 
     from jacbench.config import conf_dir, register_configs
@@ -263,7 +264,7 @@ def compose_job(*overrides: str):
 
     register_configs(load_registry())  # strategy=<name> and its typed options
     with initialize_config_dir(config_dir=str(conf_dir()), version_base="1.3"):
-        return compose(config_name="config", overrides=list(overrides))
+        return compose("config", list(overrides), return_hydra_config=with_hydra)
 
 
 def sqlite_uri(folder: Path) -> str:

@@ -12,9 +12,11 @@ from pathlib import Path
 
 import pytest
 
-from conftest import clean_env
+from conftest import clean_env, compose_job
 from jacbench.claims import CLAIMS
-from jacbench.orphans import exit_with, runs_beside_sweep
+from jacbench.enums import LauncherKind
+from jacbench.launchers import launcher_kind
+from jacbench.orphans import exit_with
 
 
 def alive(pid: int) -> bool:
@@ -94,14 +96,26 @@ def test_only_a_job_in_a_process_the_sweep_started_is_watched():
     assert not exit_with(0, True)  # a sweep state of an older jacbench
     assert not exit_with(os.getpid(), True)  # the basic launcher: jobs in the sweep's process
     assert not exit_with(os.getppid(), False)  # a SLURM job: its sweep may end before it
-    targets = {
-        "hydra._internal.core_plugins.basic_launcher.BasicLauncher": False,
-        "hydra_plugins.hydra_joblib_launcher.joblib_launcher.JoblibLauncher": True,
-        "hydra_plugins.jacbench_launcher.resuming_joblib.ResumingJoblibLauncher": True,
-        "hydra_plugins.hydra_submitit_launcher.submitit_launcher.LocalLauncher": True,
-        "hydra_plugins.hydra_submitit_launcher.submitit_launcher.SlurmLauncher": False,
-    }
-    assert {t: runs_beside_sweep(t) for t in targets} == targets
+
+
+@pytest.mark.parametrize(
+    ("choice", "kind"),
+    [
+        ("basic", LauncherKind.IN_PROCESS),
+        ("joblib", LauncherKind.JOBLIB),
+        ("local", LauncherKind.LOCAL),
+        ("submitit_local", LauncherKind.LOCAL),
+        ("slurm", LauncherKind.OTHER),
+        ("slurm_cpu", LauncherKind.OTHER),
+    ],
+)
+def test_each_launcher_a_user_picks_is_told_apart(choice: str, kind: LauncherKind):
+    """From the composed ``hydra.launcher`` (jacbench's joblib launcher is a subclass of the
+    plugin's): only processes the sweep started on this machine are watched, and only joblib
+    workers share its cores."""
+    cfg = compose_job(f"hydra/launcher={choice}", with_hydra=True)
+    assert launcher_kind(cfg.hydra.launcher) == kind
+    assert kind.beside_sweep == (choice in ("joblib", "local", "submitit_local"))
 
 
 def loky_workers(pid: int) -> set[int]:

@@ -17,8 +17,10 @@ from rich.console import Console
 from jacbench.claims import claimed
 from jacbench.config import conf_dir, config_hash, register_configs
 from jacbench.display import make_console, print_result
+from jacbench.enums import LauncherKind
 from jacbench.inputs import check_results_dir, refusing
-from jacbench.orphans import exit_with, runs_beside_sweep
+from jacbench.launchers import launcher_kind
+from jacbench.orphans import exit_with
 from jacbench.recorders.mlflow_run import Tracking, log_row
 from jacbench.recorders.parquet import find_done_result, write_result
 from jacbench.registry import load_registry
@@ -64,7 +66,7 @@ def record(
 def thread_cap() -> int | None:
     """Cores per concurrent job under the joblib launcher, so workers do not oversubscribe."""
     launcher = HydraConfig.get().launcher
-    if "joblib" not in str(launcher.get("_target_", "")):
+    if launcher_kind(launcher) != LauncherKind.JOBLIB:
         return None
     cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count()
     n_jobs = int(launcher.get("n_jobs") or -1)
@@ -75,8 +77,8 @@ def thread_cap() -> int | None:
 def run_in_sweep(cfg: DictConfig, sweep: SweepState, launch_dir: Path, console: Console) -> None:
     """Run job ``num`` of the sweep unless it is already recorded; claimed first, so that a
     sweep running beside this one (same results folder) never measures it twice."""
-    launcher = str(HydraConfig.get().launcher.get("_target_", ""))
-    exit_with(sweep.sweep_pid, runs_beside_sweep(launcher))  # never outlive a killed sweep
+    beside_sweep = launcher_kind(HydraConfig.get().launcher).beside_sweep
+    exit_with(sweep.sweep_pid, beside_sweep)  # never outlive a killed sweep
     num = HydraConfig.get().job.num
     folder, key = results_dir(cfg, launch_dir), config_hash(cfg)
 

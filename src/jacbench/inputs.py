@@ -10,7 +10,9 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
+from jacbench.enums import LauncherKind
 from jacbench.errors import ConfigError, LaunchRefused
+from jacbench.launchers import launcher_kind
 
 EXAMPLE_ANALYSIS = "jacbench.experiments.seed001:answer"
 
@@ -41,8 +43,7 @@ def check_results_dir(value: object) -> None:
 
 def check_launcher(launcher: Any) -> None:
     """Settings the launcher would reject only after the sweep has started."""
-    target = str(launcher.get("_target_", "")) if launcher is not None else ""
-    n_jobs = launcher.get("n_jobs") if "joblib" in target.lower() else None
+    n_jobs = launcher.get("n_jobs") if launcher_kind(launcher) == LauncherKind.JOBLIB else None
     if n_jobs is not None and (not isinstance(n_jobs, int) or n_jobs == 0):
         raise ConfigError(
             f"hydra.launcher.n_jobs={n_jobs} is not a number of worker processes; use a "

@@ -20,15 +20,7 @@ from typing import Any
 
 POLL_S = 0.5  # a getppid() call twice a second: nothing next to the timed work
 EXIT_CODE = 143  # what a shell shows for a process ended by SIGTERM
-# Launchers whose jobs run on the sweep's machine, in processes the sweep started.
-LOCAL_LAUNCHERS = ("JoblibLauncher", "ResumingJoblibLauncher", "LocalLauncher")
 _WATCHING: set[int] = set()
-
-
-def runs_beside_sweep(launcher_target: str) -> bool:
-    """Whether the launcher (Hydra's ``hydra.launcher._target_``) runs jobs in processes
-    the sweep started on its own machine (not in its process, not on SLURM nodes)."""
-    return launcher_target.rpartition(".")[2] in LOCAL_LAUNCHERS
 
 
 def exit_with(sweep_pid: int, beside_sweep: bool, poll_s: float = POLL_S) -> bool:

@@ -30,8 +30,9 @@ from rich.panel import Panel
 from rich.text import Text
 
 from jacbench.display import make_console, summary_table
-from jacbench.enums import Status
+from jacbench.enums import LauncherKind, Status
 from jacbench.inputs import check_sweep, load_analysis, refusing
+from jacbench.launchers import launcher_kind
 from jacbench.orphans import watch_loky_workers
 from jacbench.recorders.mlflow_run import (
     ParentOutcome,
@@ -170,7 +171,7 @@ def open_sweep(config: DictConfig) -> SweepState:
             )
     state.save()
     tell_jobs(config, state.sweep_id)
-    if "JoblibLauncher" in str(config.hydra.launcher.get("_target_", "")):
+    if launcher_kind(config.hydra.launcher) == LauncherKind.JOBLIB:
         watch_loky_workers(state.sweep_pid)
     console.print(
         f"[bold]jacbench sweep[/]: {state.total} jobs, folder {sweep_dir}"

@@ -1,0 +1,25 @@
+"""Which kind of launcher a sweep runs under, told once from ``hydra.launcher._target_``:
+the thread cap, the ``n_jobs`` check, the watch for orphaned workers and loky's backend all
+ask here."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+from jacbench.enums import LauncherKind
+
+# Launcher classes by name (hydra-joblib-launcher's, jacbench's resuming subclass of it,
+# hydra-submitit-launcher's local one); a subclass elsewhere is told by its own name.
+KINDS = {
+    "BasicLauncher": LauncherKind.IN_PROCESS,
+    "JoblibLauncher": LauncherKind.JOBLIB,
+    "ResumingJoblibLauncher": LauncherKind.JOBLIB,
+    "LocalLauncher": LauncherKind.LOCAL,
+}
+
+
+def launcher_kind(launcher: Mapping[str, Any] | str | None) -> LauncherKind:
+    """The kind of Hydra's ``hydra.launcher`` node (or of its ``_target_``)."""
+    target = launcher if isinstance(launcher, str) else (launcher or {}).get("_target_", "")
+    return KINDS.get(str(target).rpartition(".")[2], LauncherKind.OTHER)
