@@ -14,9 +14,10 @@ import pyarrow.parquet as pq
 import pytest
 import torch
 
-from conftest import QUICK, clean_env, make_result, mlflow_runs
+from conftest import QUICK, make_result, mlflow_runs
 from jacbench.recorders.parquet import read_results, write_result
 from jacbench.report import plots
+from jacbench.report.__main__ import main as report_main
 from jacbench.report.analysis import recommend
 from jacbench.report.build import write_report
 from jacbench.report.compare import compare
@@ -183,7 +184,7 @@ def test_a_mixed_result_set_still_gives_a_report(tmp_path: Path):
 
 
 @pytest.mark.slow  # over 10 s: a real sweep or a subprocess per run
-def test_report_cli_on_a_real_sweep_and_the_parent_run_carries_it(cli, tmp_path: Path):
+def test_report_cli_on_a_real_sweep_and_the_parent_run_carries_it(cli, tmp_path: Path, capsys):
     proc = cli(
         "-m",
         "strategy=jacrev,jacfwd,functional",
@@ -207,37 +208,19 @@ def test_report_cli_on_a_real_sweep_and_the_parent_run_carries_it(cli, tmp_path:
     } <= report_files
 
     out = tmp_path / "rep"
-    made = subprocess.run(
-        [sys.executable, "-m", "jacbench.report", str(cli.folder / "results"), "--out", str(out)],
-        capture_output=True,
-        text=True,
-        env=clean_env(),
-        check=True,
-    )
-    assert "report.html" in made.stdout
+    # the command in process (its own process: test_report_cli_refuses_a_missing_folder)
+    assert report_main([str(cli.folder / "results"), "--out", str(out)]) == 0
+    assert "report.html" in capsys.readouterr().out
     page = (out / "report.html").read_text()
     assert page.count("data:image/png;base64,") == 3  # time, accuracy, speed-vs-accuracy
     markdown = (out / "report.md").read_text()
     assert markdown.count("### ") == 4 + 1  # 4 problems, 1 rules-of-thumb section
     assert len(read_results(cli.folder / "results")) == 12
 
-    same = subprocess.run(
-        [
-            sys.executable,
-            "-m",
-            "jacbench.report",
-            "--compare",
-            str(cli.folder / "results"),
-            str(cli.folder / "results"),
-            "--out",
-            str(out),
-        ],
-        capture_output=True,
-        text=True,
-        env=clean_env(),
-        check=True,
-    )
-    assert "12 matched jobs: 1.000" in same.stdout and "slower" not in same.stdout
+    results = str(cli.folder / "results")
+    assert report_main(["--compare", results, results, "--out", str(out)]) == 0
+    same = capsys.readouterr().out
+    assert "12 matched jobs: 1.000" in same and "slower" not in same
 
 
 @pytest.mark.slow  # the real `python -m jacbench.report` process; in process: test_bad_inputs
