@@ -69,12 +69,19 @@ _LEAKED: list[object] = []
 ISOLATED = "JACBENCH_TEST_ISOLATED"  # set in that process: run the test there as usual
 
 
-def compiles(name: str) -> bool:
-    """Whether a registered strategy's default setup runs torch.compile."""
+# What the registry-wide tests give a strategy beyond its defaults: ``auto`` without its
+# compiled candidate (it still calibrates every eager one); the compiled strategies compile in
+# their own cases, and auto's full setup, compilation included, is one test of its own
+# (test_compiled_and_auto_strategies_are_exact_in_both_dtypes).
+CONTRACT_OPTIONS: dict[str, dict[str, object]] = {"auto": {"compile": False}}
+
+
+def compiles(name: str, options: dict[str, object] | None = None) -> bool:
+    """Whether a registered strategy's setup runs torch.compile (by default: its defaults)."""
     from jacbench.registry import load_registry
     from jacbench.strategies.compiled import CompileOptions
 
-    opts = load_registry().get(name).make_options({})
+    opts = load_registry().get(name).make_options(dict(options or {}))
     return isinstance(opts, CompileOptions) or bool(getattr(opts, "compile", False))
 
 
@@ -86,11 +93,12 @@ def pytest_configure(config: pytest.Config) -> None:
 
 @pytest.hookimpl(tryfirst=True)  # before -m selects, so 'not slow' sees the marks
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
-    """Registry-wide tests: the cases of a strategy that compiles are marked ``compiles``;
-    every ``compiles`` test is also ``slow`` (seconds of compiling in a new interpreter)."""
+    """Registry-wide tests: the cases of a strategy that compiles (with CONTRACT_OPTIONS) are
+    marked ``compiles``; every ``compiles`` test is also ``slow`` (seconds of compiling in a
+    new interpreter)."""
     from jacbench.registry import load_registry
 
-    compiling = {n for n in load_registry().strategies if compiles(n)}
+    compiling = {n for n in load_registry().strategies if compiles(n, CONTRACT_OPTIONS.get(n))}
     for item in items:
         name = getattr(getattr(item, "callspec", None), "params", {}).get("name")
         if isinstance(name, str) and name in compiling:
@@ -230,11 +238,16 @@ def rel_err(jac: torch.Tensor, reference: torch.Tensor) -> float:
     return float(torch.linalg.norm(jac.double() - reference) / torch.linalg.norm(reference))
 
 
-def jacobian(name: str, problem, **options) -> torch.Tensor:
-    """A registered strategy's Jacobian at the problem's own point, as the runner times it."""
+def contract_prepare(name: str, problem, **options):
+    """A registered strategy prepared as the registry-wide tests run it (CONTRACT_OPTIONS)."""
     from jacbench.registry import load_registry
 
-    return load_registry().prepare(name, problem, **options)(problem.x)
+    return load_registry().prepare(name, problem, **{**CONTRACT_OPTIONS.get(name, {}), **options})
+
+
+def jacobian(name: str, problem, **options) -> torch.Tensor:
+    """A registered strategy's Jacobian at the problem's own point, as the runner times it."""
+    return contract_prepare(name, problem, **options)(problem.x)
 
 
 def jacobian_at(problem, x: torch.Tensor) -> torch.Tensor:

@@ -6,6 +6,7 @@ import pytest
 import torch
 
 import jacbench
+from conftest import CONTRACT_OPTIONS
 from jacbench.errors import ConfigError
 
 
@@ -18,8 +19,7 @@ def net() -> torch.nn.Module:
 def test_jacobian_of_a_module_matches_torch_func(strategy):
     model, x = net(), torch.randn(3)
     expected = torch.func.jacrev(model)(x)
-    options = {"compile": False} if strategy == "auto" else {}
-    jac = jacbench.jacobian(model, x, strategy, **options)
+    jac = jacbench.jacobian(model, x, strategy, **CONTRACT_OPTIONS.get(strategy, {}))
     assert jac.shape == (5, 3) and not jac.requires_grad
     assert torch.allclose(jac, expected, atol=1e-6)
 

@@ -61,14 +61,16 @@ def test_seed004_model_is_a_residual_of_84_parameters():
     assert problem.wrt == "params" and problem.n_in == 84 and problem.n_out == 576
 
 
-# compile and calibration on the small model; one full auto test on the transformer
+# compile and calibration on the small model; one full auto test (its defaults: calibration
+# and its compiled candidate) on the transformer
+FULL_AUTO = ("transformer", "auto")
 BATCH_CASES = [
-    (model, name)
+    pytest.param(model, name, marks=pytest.mark.compiles)
+    if (model, name) == FULL_AUTO
+    else (model, name)
     for model in ["mlp", "cnn", "transformer", "burgers"]
     for name in BATCH_AWARE
-    if model == "mlp"
-    or not compiles_or_calibrates(name)
-    or (model, name) == ("transformer", "auto")
+    if model == "mlp" or not compiles_or_calibrates(name) or (model, name) == FULL_AUTO
 ]
 
 
@@ -78,7 +80,8 @@ def test_per_sample_jacobians_of_a_batch(name, model):
     assert problem.x.shape == (3, problem.n_in)
     reference, _ = reference_jacobian(problem)
     try:
-        jac = jacobian(name, problem)
+        full = (model, name) == FULL_AUTO
+        jac = REGISTRY.prepare(name, problem)(problem.x) if full else jacobian(name, problem)
     except StrategySkip as exc:
         # Declining is allowed only with a reason: no formula, or a torch.compile failure
         # (vmap(jacfwd) of the transformer block trips an internal assert in torch 2.13).

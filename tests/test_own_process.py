@@ -5,7 +5,7 @@ import os
 import pytest
 import torch
 
-from conftest import ISOLATED, _frames_compiled, compiles
+from conftest import CONTRACT_OPTIONS, ISOLATED, _frames_compiled, compiles
 
 
 @pytest.mark.compiles
@@ -24,3 +24,4 @@ def test_other_tests_run_here():
 def test_the_strategies_that_compile_are_known():
     assert compiles("jacfwd_compiled") and compiles("auto")
     assert not compiles("jacrev") and not compiles("fd_central")
+    assert not compiles("auto", CONTRACT_OPTIONS["auto"])  # its registry-wide cases run here

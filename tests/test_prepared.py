@@ -10,7 +10,7 @@ import pytest
 import torch
 
 import jacbench
-from conftest import compose_job, jacobian_at, rel_err
+from conftest import CONTRACT_OPTIONS, compose_job, contract_prepare, jacobian_at, rel_err
 from jacbench.config import conf_dir
 from jacbench.errors import ConfigError, PointMismatch
 from jacbench.measure import torch_threads
@@ -37,7 +37,7 @@ def test_every_strategy_is_right_at_two_points(name, model):
     spec = REGISTRY.get(name)
     problem = build_problem(MODELS[model], torch.float64, CPU, seed=0)
     try:
-        prep = REGISTRY.prepare(name, problem)
+        prep = contract_prepare(name, problem)
     except StrategySkip:
         assert name == "analytic" or (problem.batch > 1 and not spec.batch)
         return
@@ -75,7 +75,7 @@ def test_every_strategy_through_the_library_on_a_module_at_two_points(name):
     model = net().train()  # parameters require grad, as in a user's training code
     x0 = torch.randn(3, dtype=torch.float64)
     try:
-        prep = jacbench.prepare(model, x0, name)
+        prep = jacbench.prepare(model, x0, name, **CONTRACT_OPTIONS.get(name, {}))
     except StrategySkip:
         assert name == "analytic"
         return

@@ -151,6 +151,7 @@ def test_float32_verdicts_use_the_dtype_tolerance():
     assert bad.n_nonfinite == 1 and not bad.within_tol
 
 
+@pytest.mark.compiles  # auto with its defaults: calibration and its compiled candidate
 @pytest.mark.parametrize("name", ["jacfwd_compiled", "jacrev_compiled", "auto"])
 @pytest.mark.parametrize("dtype", [torch.float32, torch.float64])
 def test_compiled_and_auto_strategies_are_exact_in_both_dtypes(name, dtype):
