@@ -15,7 +15,7 @@ import pytest
 from hydra import compose, initialize_config_dir
 from omegaconf import OmegaConf
 
-from conftest import QUICK, clean_env, mlflow_runs
+from conftest import NO_REPORT, QUICK, clean_env, mlflow_runs
 from jacbench.config import conf_dir, register_configs
 from jacbench.registry import load_registry
 
@@ -78,7 +78,7 @@ def array_job(folder: Path) -> str:
 
 @pytest.mark.slow
 def test_a_sweep_runs_as_a_slurm_array_is_accounted_and_resumes(cluster, cli):
-    grid = ["-m", "strategy=jacrev,jacfwd", "dtype=float32,float64", *CPU, *QUICK]
+    grid = ["-m", "strategy=jacrev,jacfwd", "dtype=float32,float64", *CPU, *QUICK, *NO_REPORT]
     proc = cli(*grid, timeout=300)
     assert proc.returncode == 0, proc.stderr
     assert "4/4 jobs recorded: 4 ok" in proc.stdout
@@ -125,7 +125,7 @@ def running_task(index: int, timeout: float = 120) -> str:
 @pytest.mark.slow
 def test_a_cancelled_task_is_reported_the_others_counted_and_a_rerun_redoes_only_it(cluster, cli):
     # job 0 measures for 20 s and is cancelled while jobs 1-3 run and finish after it died
-    grid = ["-m", "timing.min_run_time=20,0.05,0.06,0.07", *CPU, "timing.warmup=0"]
+    grid = ["-m", "timing.min_run_time=20,0.05,0.06,0.07", *CPU, "timing.warmup=0", *NO_REPORT]
     sweep = subprocess.Popen(
         [sys.executable, "-m", "jacbench", *grid],
         cwd=cli.folder,

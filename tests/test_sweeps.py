@@ -19,6 +19,7 @@ GRID = [  # 8 jobs: two of each kind (exact, approximate), both dtypes, two mode
     "dtype=float32,float64",
     "model=mlp,seed003_cat_poly",
     *QUICK,
+    *NO_REPORT,
 ]
 
 
@@ -145,7 +146,7 @@ def test_a_failing_job_is_recorded_the_others_finish_and_the_sweep_exits_1(cli):
 @pytest.mark.slow
 def test_a_killed_sweep_stays_readable_and_resumes_only_missing_jobs(cli):
     strategies = "jacrev,jacfwd,functional,fd_forward,fd_central,grads_batched"
-    args = ["-m", f"strategy={strategies}", "timing.min_run_time=0.5"]
+    args = ["-m", f"strategy={strategies}", "timing.min_run_time=0.5", *NO_REPORT]
     proc = subprocess.Popen(
         [sys.executable, "-m", "jacbench", *args],
         cwd=cli.folder,
@@ -173,7 +174,9 @@ def test_a_killed_sweep_stays_readable_and_resumes_only_missing_jobs(cli):
 
 @pytest.mark.slow
 def test_submitit_local_launcher_runs_a_sweep(cli):
-    proc = cli("-m", "hydra/launcher=local", "strategy=jacrev,fd_central", *QUICK, timeout=300)
+    proc = cli(
+        "-m", "hydra/launcher=local", "strategy=jacrev,fd_central", *QUICK, *NO_REPORT, timeout=300
+    )
     assert proc.returncode == 0, proc.stderr
     rows = cli.results()
     assert len(rows) == 2 and set(rows["status"]) == {"ok"}
