@@ -223,6 +223,14 @@ def test_report_cli_on_a_real_sweep_and_the_parent_run_carries_it(cli, tmp_path:
     assert "12 matched jobs: 1.000" in same and "slower" not in same
 
 
+def test_the_report_command_does_not_import_torch():
+    """Reports are made from parquet rows alone: ``python -m jacbench.report`` starts without
+    torch's ~2 s of import (``jacbench``'s own names are imported on first use)."""
+    code = "import sys, jacbench.report.__main__; print('torch' in sys.modules)"
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert done.stdout.strip() == "False"
+
+
 @pytest.mark.slow  # the real `python -m jacbench.report` process; in process: test_bad_inputs
 def test_report_cli_refuses_a_missing_folder(tmp_path: Path):
     proc = subprocess.run(
