@@ -223,12 +223,18 @@ def test_report_cli_on_a_real_sweep_and_the_parent_run_carries_it(cli, tmp_path:
     assert "12 matched jobs: 1.000" in same and "slower" not in same
 
 
-def test_the_report_command_does_not_import_torch():
-    """Reports are made from parquet rows alone: ``python -m jacbench.report`` starts without
-    torch's ~2 s of import (``jacbench``'s own names are imported on first use)."""
-    code = "import sys, jacbench.report.__main__; print('torch' in sys.modules)"
+def test_the_report_command_checks_its_arguments_before_importing_torch_pandas_matplotlib():
+    """Reports are made from parquet rows alone: ``python -m jacbench.report`` never imports
+    torch (``jacbench``'s own names are imported on first use), and pandas and matplotlib
+    only once its arguments are good, so a mistyped folder is refused at once."""
+    heavy = ("torch", "pandas", "matplotlib")
+    code = (
+        "import sys, jacbench.report.__main__ as cli\n"
+        "try:\n    cli.main(['no/such/folder'])\nexcept SystemExit:\n    pass\n"
+        f"print(sorted(m for m in {heavy!r} if m in sys.modules))"
+    )
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
-    assert done.stdout.strip() == "False"
+    assert done.stdout.strip() == "[]" and "is not a folder of jacbench results" in done.stderr
 
 
 @pytest.mark.slow  # the real `python -m jacbench.report` process; in process: test_bad_inputs

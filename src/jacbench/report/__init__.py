@@ -1,9 +1,23 @@
 """Reports made from a results folder alone: tables, plots, a recommendation, comparisons.
 
 Everything here reads recorded rows (parquet), never live objects, so a report can be made
-from results copied off a cluster.
+from results copied off a cluster. ``write_report`` (pandas, matplotlib) is imported on first
+use, so ``python -m jacbench.report`` checks its arguments before paying for them.
 """
 
-from jacbench.report.build import write_report
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from jacbench.report.build import write_report
 
 __all__ = ["write_report"]
+
+
+def __getattr__(name: str) -> Any:
+    if name != "write_report":
+        raise AttributeError(f"module 'jacbench.report' has no attribute {name!r}")
+    from jacbench.report.build import write_report
+
+    return write_report

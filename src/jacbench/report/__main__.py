@@ -7,9 +7,6 @@ import argparse
 import sys
 from pathlib import Path
 
-from jacbench.report.build import write_report
-from jacbench.report.compare import compare_report
-
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(
@@ -38,6 +35,10 @@ def main(argv: list[str] | None = None) -> int:
         args.out.mkdir(parents=True, exist_ok=True)
     except OSError as exc:
         parser.error(f"--out {args.out}: cannot create the folder ({exc.strerror})")
+    # pandas and matplotlib (seconds) only once the arguments are known to be good
+    from jacbench.report.build import write_report
+    from jacbench.report.compare import compare_report
+
     if args.compare:
         path, text = compare_report(*args.compare, args.out)
         print(text)
