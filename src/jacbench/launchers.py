@@ -19,7 +19,7 @@ KINDS = {
 }
 
 
-def launcher_kind(launcher: Mapping[str, Any] | str | None) -> LauncherKind:
-    """The kind of Hydra's ``hydra.launcher`` node (or of its ``_target_``)."""
-    target = launcher if isinstance(launcher, str) else (launcher or {}).get("_target_", "")
-    return KINDS.get(str(target).rpartition(".")[2], LauncherKind.OTHER)
+def launcher_kind(launcher: Mapping[str, Any] | None) -> LauncherKind:
+    """The kind of Hydra's ``hydra.launcher`` node."""
+    target = str((launcher or {}).get("_target_", ""))
+    return KINDS.get(target.rpartition(".")[2], LauncherKind.OTHER)
