@@ -6,16 +6,10 @@ import contextlib
 import dataclasses
 import importlib.util
 import io
-import multiprocessing
 import os
-import shutil
 import sys
-import tempfile
 import traceback
-from concurrent.futures import Future, ThreadPoolExecutor
 from datetime import datetime, timezone
-from multiprocessing import forkserver
-from multiprocessing.process import BaseProcess
 from pathlib import Path
 from subprocess import CompletedProcess, run
 
@@ -25,6 +19,7 @@ import torch
 
 from jacbench.recorders.parquet import read_results
 from jacbench.result import Result
+from own_processes import ISOLATED, OwnProcesses
 
 SCRIPTS = Path(__file__).resolve().parents[1] / "scripts"
 
@@ -62,13 +57,6 @@ def torch_state_left_clean():
 _LEAKED: list[object] = []
 
 
-# torch.compile in the shared test process: on cold compile caches torch 2.13 left thread
-# state behind (inference mode, functorch levels, a dispatch guard entered), got "Guard failed
-# on the same frame it was created", and later tests failed or segfaulted, in a test order
-# that changed from run to run. A test that compiles therefore runs in a process of its own.
-ISOLATED = "JACBENCH_TEST_ISOLATED"  # set in that process: run the test there as usual
-
-
 # What the registry-wide tests give a strategy beyond its defaults: ``auto`` without its
 # compiled candidate (it still calibrates every eager one); the compiled strategies compile in
 # their own cases, and auto's full setup, compilation included, is one test of its own
@@ -87,7 +75,9 @@ def compiles(name: str, options: dict[str, object] | None = None) -> bool:
 
 def pytest_configure(config: pytest.Config) -> None:
     config.addinivalue_line(
-        "markers", "compiles: runs torch.compile, so it runs in a Python process of its own"
+        "markers",
+        "compiles: runs torch.compile, so it runs apart, with its file's other such tests, in a "
+        "Python process of their own",
     )
 
 
@@ -107,84 +97,6 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
             item.add_marker(pytest.mark.slow)
 
 
-# What a test that compiles imports before it compiles: loaded once into a fork server, so each
-# such test starts as a fork of a process that has imported them and compiled nothing, instead
-# of paying ~4-8 s of interpreter, torch, dynamo and inductor start-up of its own.
-PRELOAD = ["conftest", "torch._dynamo", "torch._inductor.compile_fx", "jacbench.api"]
-
-
-def run_in_own_process(root: str, nodeid: str, output: str) -> None:
-    """``pytest NODEID`` in this (forked, fresh) process; its exit status is pytest's."""
-    os.environ[ISOLATED] = "1"
-    os.chdir(root)
-    with open(output, "wb") as out:
-        os.dup2(out.fileno(), 1)
-        os.dup2(out.fileno(), 2)
-    code = pytest.main(["-p", "no:cacheprovider", "-q", "-rs", "-o", "addopts=", nodeid])
-    sys.stdout.flush()
-    sys.stderr.flush()
-    sys.exit(int(code))
-
-
-class OwnProcesses:
-    """Runs the session's ``compiles`` tests each as ``pytest NODEID`` in a process of its own
-    (forked from a server that imported their modules), one at a time from a background thread.
-    In a plain ``pytest`` run they are all queued at once, so the second core runs them while
-    this process runs the other tests; in a pytest-xdist worker (where the other worker already
-    uses the second core) each one runs when the worker reaches it. Each test here then takes
-    its own test's outcome."""
-
-    def __init__(self, root: Path, nodeids: list[str], modules: list[str], ahead: bool) -> None:
-        self.root = root
-        self.nodeids = set(nodeids)
-        self.context = multiprocessing.get_context("forkserver")
-        self.context.set_forkserver_preload([*PRELOAD, *modules])
-        self.outputs = Path(tempfile.mkdtemp(prefix="jacbench-own-"))
-        self.current: BaseProcess | None = None
-        self.stopped = False
-        self.pool = ThreadPoolExecutor(max_workers=1, thread_name_prefix="own-process")
-        self.outcomes: dict[str, Future[tuple[int, str]]] = {}
-        if ahead:
-            forkserver.ensure_running()  # now: its environment is the session's, not a test's
-            for nodeid in nodeids:
-                self.queue(nodeid)
-
-    def queue(self, nodeid: str) -> Future[tuple[int, str]]:
-        output = self.outputs / f"{len(self.outcomes)}.txt"
-        self.outcomes[nodeid] = self.pool.submit(self._run, nodeid, output)
-        return self.outcomes[nodeid]
-
-    def _run(self, nodeid: str, output: Path) -> tuple[int, str]:
-        if self.stopped:
-            return -1, "not run: the session ended first"
-        self.current = self.context.Process(
-            target=run_in_own_process, args=(str(self.root), nodeid, str(output))
-        )
-        self.current.start()
-        self.current.join()
-        text = output.read_text(errors="replace") if output.exists() else ""
-        return int(self.current.exitcode or 0), text
-
-    def outcome(self, nodeid: str) -> None:
-        """Pass, skip (with the reason) or fail (with the test's own report) as it did."""
-        code, output = (self.outcomes.get(nodeid) or self.queue(nodeid)).result()
-        lines = output.strip().splitlines()
-        summary = lines[-1] if lines else ""
-        if code == 0 and " passed" in summary:
-            return
-        if code == 0 and " skipped" in summary:
-            reasons = [line.split(": ", 1)[-1] for line in lines if line.startswith("SKIPPED")]
-            pytest.skip(reasons[0] if reasons else summary)
-        pytest.fail(f"in its own process (exit {code}):\n{output}", pytrace=False)
-
-    def stop(self) -> None:
-        self.stopped = True
-        if self.current is not None and self.current.is_alive():
-            self.current.kill()
-        self.pool.shutdown(wait=True)
-        shutil.rmtree(self.outputs, ignore_errors=True)
-
-
 _OWN: list[OwnProcesses] = []
 
 
@@ -193,12 +105,14 @@ def pytest_collection_finish(session: pytest.Session) -> None:
         return
     own = [item for item in session.items if item.get_closest_marker("compiles")]
     if own:
+        files: dict[str, list[str]] = {}
+        for item in own:
+            files.setdefault(item.nodeid.partition("::")[0], []).append(item.nodeid)
         modules = sorted(
             {item.module.__name__ for item in own if isinstance(item, pytest.Function)}
         )
         ahead = "PYTEST_XDIST_WORKER" not in os.environ
-        nodeids = [item.nodeid for item in own]
-        _OWN.append(OwnProcesses(session.config.rootpath, nodeids, modules, ahead))
+        _OWN.append(OwnProcesses(session.config.rootpath, files, modules, ahead))
 
 
 def pytest_sessionfinish() -> None:
@@ -208,7 +122,7 @@ def pytest_sessionfinish() -> None:
 
 @pytest.hookimpl(tryfirst=True)
 def pytest_pyfunc_call(pyfuncitem: pytest.Function) -> bool | None:
-    if not _OWN or pyfuncitem.nodeid not in _OWN[0].nodeids:
+    if not _OWN or not _OWN[0].runs(pyfuncitem.nodeid):
         return None
     _OWN[0].outcome(pyfuncitem.nodeid)
     return True
