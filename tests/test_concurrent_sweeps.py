@@ -67,14 +67,13 @@ def test_a_claimed_job_waits_for_its_owner(tmp_path):
 @pytest.mark.slow
 def test_two_sweeps_at_once_in_one_folder_run_each_job_once(tmp_path):
     """Two real sweeps started together with the same sweep folder."""
+    from jacbench.recorders.mlflow_run import Tracking, ensure_experiment
+
     jobs = "strategy=jacrev,jacfwd,functional,autograd_loop"
     command = [sys.executable, "-m", "jacbench", "-m", jobs, "timing=quick", "report=false"]
     command += ["timing.memory=false", "hydra.sweep.dir=sw"]
-    (tmp_path / "results").mkdir()
-    # The MLflow database exists before both start, as after any earlier sweep.
-    subprocess.run([*command[:3], "strategy=jacrev", "timing=quick"], cwd=tmp_path, env=clean_env())
-    for path in (tmp_path / "results").glob("*.parquet"):
-        path.unlink()
+    # The MLflow database and experiment exist before both start, as after any earlier run.
+    ensure_experiment(Tracking.resolve(tmp_path, sqlite_uri(tmp_path), "jacbench"))
     runs = [
         subprocess.Popen(command, cwd=tmp_path, env=clean_env(), stdout=subprocess.PIPE, text=True)
         for _ in range(2)
