@@ -101,12 +101,12 @@ class OwnProcesses:
     worker (where the other worker already uses the second core) a file's process runs when the
     worker reaches its first such test. Each test here then takes its own outcome there."""
 
-    def __init__(self, root: Path, files: dict[str, list[str]], modules: list[str], ahead: bool):
+    def __init__(self, root: Path, files: dict[str, list[str]], preload: list[str], ahead: bool):
         self.root = root
         self.files = files
         self.file_of = {nodeid: name for name, nodeids in files.items() for nodeid in nodeids}
         self.context = multiprocessing.get_context("forkserver")
-        self.context.set_forkserver_preload([*PRELOAD, *modules])
+        self.context.set_forkserver_preload(preload)  # if the server is not running yet
         self.scratch = Path(tempfile.mkdtemp(prefix="jacbench-own-"))
         self.current: BaseProcess | None = None
         self.stopped = False

@@ -55,7 +55,7 @@ def test_a_files_tests_share_one_process_and_each_keeps_its_outcome(tmp_path: Pa
     (tmp_path / "test_a.py").write_text(A_FILE)
     names = ["passes", "skips", "fails", "crashes", "never_reached"]
     nodeids = [f"test_a.py::test_{name}" for name in names]
-    own = OwnProcesses(tmp_path, {"test_a.py": nodeids}, [], ahead=False)
+    own = OwnProcesses(tmp_path, {"test_a.py": nodeids}, ["own_processes"], ahead=False)
     try:
         own.outcome(nodeids[0])  # passes: returns
         with pytest.raises(pytest.skip.Exception, match="no such device here"):
