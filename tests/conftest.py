@@ -19,7 +19,7 @@ import torch
 
 from jacbench.recorders.parquet import read_results
 from jacbench.result import Result
-from own_processes import ISOLATED, OwnProcesses
+from own_processes import ISOLATED, PRELOAD, OwnProcesses
 
 SCRIPTS = Path(__file__).resolve().parents[1] / "scripts"
 
@@ -112,7 +112,7 @@ def pytest_collection_finish(session: pytest.Session) -> None:
             {item.module.__name__ for item in own if isinstance(item, pytest.Function)}
         )
         ahead = "PYTEST_XDIST_WORKER" not in os.environ
-        _OWN.append(OwnProcesses(session.config.rootpath, files, modules, ahead))
+        _OWN.append(OwnProcesses(session.config.rootpath, files, [*PRELOAD, *modules], ahead))
 
 
 def pytest_sessionfinish() -> None:
@@ -270,8 +270,10 @@ def make_result(**changes) -> Result:
     return Result(**base)
 
 
-# Every launcher but Hydra's basic one runs jobs in other processes: a real subprocess then.
+# Every launcher but Hydra's basic one runs jobs in other processes: a real subprocess then,
+# unless Hydra only prints the composed config (and launches nothing).
 OUT_OF_PROCESS = "hydra/launcher="
+PRINTS_ONLY = {"--cfg", "--info"}
 
 
 class Cli:
@@ -280,7 +282,8 @@ class Cli:
     By default in this process (``jacbench.app.main`` with its argv, in the launch folder,
     stdout and stderr captured): the same Hydra, MLflow and parquet code without ~5 s of
     interpreter start-up per call. A real subprocess where the run needs one: another
-    launcher, an environment that changes more than MLflow's variables, or ``subprocess=True``.
+    launcher (unless the run only prints its config), an environment that changes more than
+    MLflow's variables, or ``subprocess=True``.
     """
 
     def __init__(self, folder: Path, monkeypatch: pytest.MonkeyPatch) -> None:
@@ -308,7 +311,7 @@ class Cli:
 
     @staticmethod
     def _in_process_possible(args: tuple[str, ...], env: dict[str, str]) -> bool:
-        if any(a.startswith(OUT_OF_PROCESS) for a in args):
+        if any(a.startswith(OUT_OF_PROCESS) for a in args) and not PRINTS_ONLY & set(args):
             return False
         ours = {k: v for k, v in os.environ.items() if not k.startswith("MLFLOW_")}
         theirs = {k: v for k, v in env.items() if not k.startswith("MLFLOW_")}

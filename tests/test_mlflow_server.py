@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 from mlflow.tracking import MlflowClient
 
-from conftest import QUICK, clean_env, mlflow_runs
+from conftest import NO_REPORT, QUICK, clean_env, mlflow_runs
 
 
 def free_port() -> int:
@@ -71,7 +71,8 @@ def mlflow_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
 @pytest.mark.slow  # over 10 s: a real sweep or a subprocess per run
 def test_sweep_against_a_real_tracking_server(cli, mlflow_server):
     env = clean_env(MLFLOW_TRACKING_URI=mlflow_server)
-    proc = cli("-m", "strategy=jacrev,fd_central", "dtype=float32,float64", *QUICK, env=env)
+    jobs = ["strategy=jacrev,fd_central", "dtype=float32,float64"]
+    proc = cli("-m", *jobs, *QUICK, *NO_REPORT, env=env)  # the report: tests/test_report.py
     assert proc.returncode == 0, proc.stderr
     assert not (cli.folder / "mlflow.db").exists()  # everything went to the server
     rows = cli.results()
