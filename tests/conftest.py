@@ -64,6 +64,18 @@ _LEAKED: list[object] = []
 CONTRACT_OPTIONS: dict[str, dict[str, object]] = {"auto": {"compile": False}}
 
 
+# The problems the registry-wide files share: a compiled strategy's graph of one problem is then
+# compiled once a session (inductor's FX graph cache, on disk), not once per file that uses it.
+CONTRACT_MLP = {
+    "_target_": "jacbench.models.mlp.MLP",
+    "n_in": 6,
+    "hidden": 9,
+    "n_out": 4,
+    "depth": 2,
+}
+CONTRACT_RECIPROCAL = {"_target_": "jacbench.models.toy.Reciprocal", "n": 5}
+
+
 def compiles(name: str, options: dict[str, object] | None = None) -> bool:
     """Whether a registered strategy's setup runs torch.compile (by default: its defaults)."""
     from jacbench.registry import load_registry

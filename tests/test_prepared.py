@@ -10,7 +10,15 @@ import pytest
 import torch
 
 import jacbench
-from conftest import CONTRACT_OPTIONS, compose_job, contract_prepare, jacobian_at, rel_err
+from conftest import (
+    CONTRACT_MLP,
+    CONTRACT_OPTIONS,
+    CONTRACT_RECIPROCAL,
+    compose_job,
+    contract_prepare,
+    jacobian_at,
+    rel_err,
+)
 from jacbench.config import conf_dir
 from jacbench.errors import ConfigError, PointMismatch
 from jacbench.measure import torch_threads
@@ -23,10 +31,10 @@ REGISTRY = load_registry()
 ALL = sorted(REGISTRY.strategies)
 MLP = {"_target_": "jacbench.models.mlp.MLP", "n_in": 5, "hidden": 7, "n_out": 4, "depth": 2}
 MODELS = {
-    "mlp": MLP,
-    "mlp-params": {**MLP, "wrt": "params"},
-    "reciprocal": {"_target_": "jacbench.models.toy.Reciprocal", "n": 4},
-    "mlp-batch3": {**MLP, "batch": 3},
+    "mlp": CONTRACT_MLP,
+    "mlp-params": {**CONTRACT_MLP, "wrt": "params"},
+    "reciprocal": CONTRACT_RECIPROCAL,
+    "mlp-batch3": {**CONTRACT_MLP, "batch": 3},
 }
 TOLERANCE = {Kind.EXACT: 1e-12, Kind.APPROXIMATE: 1e-6}
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 import torch
 
-from conftest import jacobian, rel_err
+from conftest import CONTRACT_MLP, CONTRACT_RECIPROCAL, jacobian, rel_err
 from jacbench.numerics import compare
 from jacbench.problem import build_problem, make_problem
 from jacbench.reference import reference_jacobian
@@ -13,9 +13,9 @@ from jacbench.registry import load_registry
 from jacbench.strategy import Kind, StrategySkip
 
 CPU = torch.device("cpu")
-MLP = {"_target_": "jacbench.models.mlp.MLP", "n_in": 6, "hidden": 9, "n_out": 4, "depth": 2}
+MLP = CONTRACT_MLP
 CAT_POLY = {"_target_": "jacbench.models.toy.CatPoly"}
-RECIPROCAL = {"_target_": "jacbench.models.toy.Reciprocal", "n": 5}
+RECIPROCAL = CONTRACT_RECIPROCAL
 REGISTRY = load_registry()
 EXACT = sorted(n for n, s in REGISTRY.strategies.items() if s.kind is Kind.EXACT)
 APPROXIMATE = sorted(n for n, s in REGISTRY.strategies.items() if s.kind is Kind.APPROXIMATE)
