@@ -12,16 +12,12 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from hydra import compose, initialize_config_dir
 from omegaconf import OmegaConf
 
-from conftest import NO_REPORT, QUICK, clean_env, mlflow_runs
-from jacbench.config import conf_dir, register_configs
-from jacbench.registry import load_registry
+from conftest import NO_REPORT, QUICK, clean_env, compose_job, mlflow_runs
 
 SCRIPT = Path(__file__).resolve().parents[1] / "scripts" / "slurm_local.sh"
 CPU = ["hydra/launcher=slurm_cpu"]
-register_configs(load_registry())  # strategy=<name> choices for compose()
 
 
 def cluster_answers() -> bool:
@@ -48,8 +44,7 @@ def cluster() -> Iterator[None]:
 
 def launcher(*overrides: str):
     """The resolved hydra.launcher node of a composed config, as the launcher receives it."""
-    with initialize_config_dir(str(conf_dir()), version_base="1.3"):
-        cfg = compose("config", overrides=list(overrides), return_hydra_config=True)
+    cfg = compose_job(*overrides, with_hydra=True)
     return OmegaConf.to_container(cfg.hydra.launcher, resolve=True)
 
 
