@@ -10,7 +10,7 @@
    float32 again with TF32 forced on (``TORCH_ALLOW_TF32_CUBLAS_OVERRIDE=1``) and off.
 4. Device names in the parquet rows and in the MLflow runs (the GPU's name, not ``cpu``).
 5. Two jobs at a time on one GPU: that sweep runs through the joblib launcher with
-   ``n_jobs=2``, and every one of its rows must be ok.
+   ``n_jobs=2``; each of its 9 jobs must have its row, none failed.
 
 Every check prints what it measured; the exit status is 1 when one fails, 2 when there is no
 CUDA device. ``--device cpu`` runs the same checks on the CPU (perf_counter timing, profiler

@@ -10,8 +10,8 @@ strategy: first call, timing and memory); that figure spreads the sweep's fixed 
 (imports, the MLflow parent run, summary and report) over its jobs, so the marginal cost of
 one more job is printed beside it: the 32-job sweep against the 16-job one, the same four
 problems (seeds 0 and 1 of each job; a report shows each problem once), so that neither the
-first call of a new model nor a new section of the report counts as a job's cost. A single run's
-start-up
+first call of a new model nor a new section of the report counts as a job's cost. A single
+run's start-up
 
     start-up = wall time of ``python -m jacbench timing=quick`` - its measure_s
 
