@@ -77,7 +77,7 @@ def test_eight_joblib_jobs_on_four_workers_lose_nothing_and_a_rerun_sends_out_on
     cli,
 ):
     # 4 workers at once, two jobs each: twice as many writers as this 2-core machine has cores
-    # (8 workers cost 4 more interpreter start-ups, ~36 s of CPU, for no more overlap here)
+    # (8 workers cost 4 more interpreter start-ups, about 40 s of CPU, for no more overlap here)
     joblib = ["hydra/launcher=joblib", "hydra.launcher.n_jobs=4"]
     rows = eight_jobs_recorded(cli, cli("-m", *GRID, *joblib, timeout=600))
     _, children = mlflow_runs(cli.tracking_uri)
