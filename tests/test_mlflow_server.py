@@ -27,6 +27,10 @@ def mlflow_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
     root: Path = tmp_path_factory.mktemp("mlflow_server")
     port = free_port()
     log = (root / "server.log").open("w")
+    # Without the server's job runner (MLflow's asynchronous GenAI jobs, a second Python
+    # process that tracking never uses): ready in ~10 s instead of ~13 s, and ~11 s of CPU
+    # to start instead of 19-25 s.
+    no_job_runner = clean_env(MLFLOW_SERVER_ENABLE_JOB_EXECUTION="false")
     server = subprocess.Popen(
         [
             sys.executable,
@@ -47,7 +51,7 @@ def mlflow_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
         cwd=root,
         stdout=log,
         stderr=subprocess.STDOUT,
-        env=clean_env(),
+        env=no_job_runner,
     )
     uri = f"http://127.0.0.1:{port}"
     deadline = time.monotonic() + 120
