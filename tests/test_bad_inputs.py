@@ -4,15 +4,19 @@ before anything runs for sweep-wide inputs (issue 13). In process, through the a
 
 from __future__ import annotations
 
+import os
 import signal
 import subprocess
 import sys
 import time
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
 
+from jacbench.interrupt import raise_if_interrupt
 from jacbench.recorders.parquet import read_results
+from jacbench.registry import load_registry
 from jacbench.report.__main__ import main as report_main
 
 
@@ -172,3 +176,63 @@ def test_ctrl_c_is_one_line_and_exit_130(tmp_path):
     assert proc.returncode in (130, -signal.SIGINT), err
     assert "Traceback" not in err and "KeyboardInterrupt" not in err
     assert err.strip().splitlines()[-1].startswith("jacbench: interrupted (Ctrl-C)")
+
+
+def interrupted_inside(library: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    """``jacfwd``, whose 5th call gets a real SIGINT that the library then turns into an
+    error, as functorch's clean-up does ("INTERNAL ASSERT FAILED"), or swallows."""
+    registry = load_registry()  # the one the app uses
+    spec, calls = registry.get("jacfwd"), []
+
+    def setup(problem, opts):
+        jac = spec.setup(problem, opts)
+
+        def call(x):
+            calls.append(x)
+            if len(calls) != 5:
+                return jac(x)
+            try:
+                os.kill(os.getpid(), signal.SIGINT)
+                time.sleep(5)  # the handler runs before this returns
+            except KeyboardInterrupt:
+                pass  # "swallows": a bare except, or a __del__
+            if library == "turns it into an error":  # raised outside the except: no chain
+                raise RuntimeError("!dynamicLayerStack.empty() INTERNAL ASSERT FAILED")
+            return jac(x)
+
+        return call
+
+    monkeypatch.setitem(registry.strategies, "jacfwd", replace(spec, setup=setup))
+
+
+@pytest.mark.parametrize("library", ["turns it into an error", "swallows it"])
+@pytest.mark.parametrize("run", ["single", "sweep"])
+def test_ctrl_c_stops_the_job_whatever_the_library_made_of_it(
+    launch, tmp_path, monkeypatch, run, library
+):
+    """A Ctrl-C inside a timed torch.func transform: 14 in 3000 became functorch's RuntimeError
+    (the job was recorded as failed and a sweep went on); one was swallowed (the job timed on).
+    It is an interrupt all the same: one line, exit 130, the job not recorded, no later job."""
+    interrupted_inside(library, monkeypatch)
+    sweep = ["-m", "seed=0,1", "report=false"] if run == "sweep" else []
+    started = time.monotonic()
+    code, lines, printed = launch(*sweep, "strategy=jacfwd", "timing.min_run_time=30")
+    assert time.monotonic() - started < 25, "the job went on timing after the Ctrl-C"
+    assert code == 130 and "Traceback" not in printed, printed
+    assert lines[-1].startswith("jacbench: interrupted (Ctrl-C)"), printed
+    assert not list(tmp_path.glob("results/*.parquet")) and "RuntimeError" not in printed
+    assert run == "single" or "0 failed, 0 skipped, 0 already done (resumed), 2 without" in printed
+
+
+def test_an_error_raised_while_a_ctrl_c_unwinds_stands_for_the_ctrl_c():
+    """Without jacbench's handler (the library API), the chain tells: functorch's assert is
+    raised while the KeyboardInterrupt unwinds the transform, so that is its context."""
+    try:
+        try:
+            raise KeyboardInterrupt
+        except KeyboardInterrupt:
+            raise RuntimeError("!dynamicLayerStack.empty() INTERNAL ASSERT FAILED") from None
+    except RuntimeError as exc:
+        with pytest.raises(KeyboardInterrupt):
+            raise_if_interrupt(exc)
+    raise_if_interrupt(RuntimeError("a real failure"))  # not an interrupt: nothing raised

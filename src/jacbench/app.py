@@ -19,6 +19,7 @@ from jacbench.config import conf_dir, config_hash, register_configs
 from jacbench.display import make_console, print_result
 from jacbench.enums import LauncherKind
 from jacbench.inputs import check_results_dir, refusing
+from jacbench.interrupt import watched
 from jacbench.launchers import launcher_kind
 from jacbench.orphans import exit_with
 from jacbench.recorders.mlflow_run import Tracking, log_row
@@ -145,7 +146,7 @@ def main() -> None:
     """Run, then close any sweep this process opened: also when a job crashed and Hydra
     skipped its end-of-sweep callback. A sweep exits 1 when any job failed. Bad input and
     Ctrl-C end in one line, never a traceback."""
-    with reported(INTERRUPTED):
+    with reported(INTERRUPTED), watched():
         try:
             run()
         finally:

@@ -19,6 +19,7 @@ import torch
 from torch.utils import benchmark
 
 from jacbench.config import TimingConfig
+from jacbench.interrupt import check as check_interrupt
 from jacbench.prepared import Prepared
 
 log = logging.getLogger("jacbench")
@@ -98,7 +99,7 @@ def time_steady_state(prep: Prepared, x: torch.Tensor, timing: TimingConfig) -> 
     )
     if timing.min_run_time >= LONG_TIMING_S:
         log.info("timing for at least %g s (Ctrl-C stops the job)", timing.min_run_time)
-    m = timer.blocked_autorange(min_run_time=timing.min_run_time)
+    m = timer.blocked_autorange(callback=check_interrupt, min_run_time=timing.min_run_time)
     n_timed = int(m.number_per_run * len(m.raw_times))
     return Timing(float(m.median), float(m.iqr), n_timed, spread_warning(m))
 

@@ -23,6 +23,8 @@ from omegaconf import DictConfig
 
 from jacbench.config import JobSpec, config_hash, job_labels, make_job
 from jacbench.errors import ConfigError, StrategySkip
+from jacbench.interrupt import check as check_interrupt
+from jacbench.interrupt import raise_if_interrupt
 from jacbench.measure import first_call, measure_memory, time_steady_state, torch_threads
 from jacbench.memory_budget import check_fits
 from jacbench.numerics import compare, judged_tolerance
@@ -185,8 +187,10 @@ def run_job(job: JobSpec, labels: dict[str, str], registry: Registry | None = No
     with torch_threads(job.timing.threads):
         try:
             _measure(job, records, registry)
+            check_interrupt()  # a Ctrl-C that a library swallowed stops the job all the same
             records.append(Outcome(Status.OK))
         except Exception as exc:
+            raise_if_interrupt(exc)  # a Ctrl-C that a library turned into an error is not one
             records.append(Outcome(*classify(exc)))
     return combine(known, records)
 

@@ -21,6 +21,8 @@ from dataclasses import dataclass, replace
 import torch
 from torch.utils import benchmark
 
+from jacbench.interrupt import check as check_interrupt
+from jacbench.interrupt import raise_if_interrupt
 from jacbench.prepared import Prepared
 from jacbench.problem import Problem
 from jacbench.strategy import Declared, Kind, Mode, StrategySkip, strategy
@@ -67,7 +69,7 @@ def _median_seconds(prep: Prepared, x: torch.Tensor, seconds: float) -> float:
     timer = benchmark.Timer(
         stmt="prep(x)", globals={"prep": prep, "x": x}, num_threads=torch.get_num_threads()
     )
-    return float(timer.blocked_autorange(min_run_time=seconds).median)
+    return float(timer.blocked_autorange(callback=check_interrupt, min_run_time=seconds).median)
 
 
 def candidates(problem: Problem, compile: bool) -> list[tuple[str, dict]]:
@@ -104,7 +106,8 @@ def choose(problem: Problem, opts: AutoOptions) -> Prepared:
             if name in LOOPS and first > LOOP_CUTOFF * best:
                 continue
             timings[k] = (_median_seconds(prep, problem.x, opts.calibration_time), prep)
-        except Exception:  # a candidate that cannot run here is simply not chosen
+        except Exception as exc:  # a candidate that cannot run here is simply not chosen
+            raise_if_interrupt(exc)  # but a Ctrl-C stops the job
             continue
     if not timings:
         raise StrategySkip("auto: none of its candidates can compute this Jacobian")
