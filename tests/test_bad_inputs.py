@@ -152,8 +152,18 @@ def test_report_bad_paths_are_one_line(tmp_path, monkeypatch, capsys, args, expe
     assert line.startswith(f"python -m jacbench.report: error: {expected}")
 
 
+@pytest.fixture
+def terminal_sigint():
+    """SIGINT as a terminal's Ctrl-C finds it: Python's handler here, the default in a child.
+    A pytest started in the background of a script (``cmd &``) inherits SIGINT ignored, and
+    Python keeps it so: then no Ctrl-C reaches a test's job."""
+    before = signal.signal(signal.SIGINT, signal.default_int_handler)
+    yield
+    signal.signal(signal.SIGINT, before)
+
+
 @pytest.mark.slow  # a real process and a real SIGINT: ~7 s
-def test_ctrl_c_is_one_line_and_exit_130(tmp_path):
+def test_ctrl_c_is_one_line_and_exit_130(tmp_path, terminal_sigint):
     """A user's Ctrl-C (SIGINT to the process) while timing: no KeyboardInterrupt traceback."""
     proc = subprocess.Popen(
         [sys.executable, "-m", "jacbench", "timing.min_run_time=60", "mlflow.enabled=false"],
@@ -208,7 +218,7 @@ def interrupted_inside(library: str, monkeypatch: pytest.MonkeyPatch) -> None:
 @pytest.mark.parametrize("library", ["turns it into an error", "swallows it"])
 @pytest.mark.parametrize("run", ["single", "sweep"])
 def test_ctrl_c_stops_the_job_whatever_the_library_made_of_it(
-    launch, tmp_path, monkeypatch, run, library
+    launch, tmp_path, monkeypatch, terminal_sigint, run, library
 ):
     """A Ctrl-C inside a timed torch.func transform: 14 in 3000 became functorch's RuntimeError
     (the job was recorded as failed and a sweep went on); one was swallowed (the job timed on).
