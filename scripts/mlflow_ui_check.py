@@ -43,19 +43,29 @@ def free_port() -> int:
 
 
 @contextlib.contextmanager
-def mlflow_server(db: Path, log: Path, timeout: float = 120) -> Iterator[str]:
-    """``mlflow server`` on 127.0.0.1 over ``db`` (its runs' artifacts stay where the sweep
-    put them); yields its base URL and stops it afterwards."""
+def mlflow_server(
+    db: Path,
+    log: Path,
+    *options: str,
+    env: dict[str, str] | None = None,
+    timeout: float = 120,
+) -> Iterator[str]:
+    """``mlflow server`` on 127.0.0.1 over ``db``, run in ``db``'s folder (its runs' artifacts
+    stay where the sweep put them, unless ``options`` say otherwise); ``env``: its environment
+    (default: this process's). Yields its base URL and stops it afterwards."""
     port = free_port()
-    env = {**os.environ, "MLFLOW_SUPPRESS_PRINTING_URL_TO_STDOUT": "true"}
-    # no job runner (MLflow's asynchronous GenAI jobs, a second Python process): the UI's
-    # tracking pages do not use it, and the server is ready sooner and costs half the CPU
+    env = {**(os.environ if env is None else env), "MLFLOW_SUPPRESS_PRINTING_URL_TO_STDOUT": "true"}
+    # no job runner (MLflow's asynchronous GenAI jobs, a second Python process): tracking and
+    # the UI's tracking pages do not use it, and the server is ready sooner (~10 s instead of
+    # ~13 s) and costs half the CPU to start (~11 s instead of 19-25 s)
     env["MLFLOW_SERVER_ENABLE_JOB_EXECUTION"] = "false"
     command = [sys.executable, "-m", "mlflow", "server", "--host", "127.0.0.1"]
     command += ["--port", str(port), "--workers", "1"]
-    command += ["--backend-store-uri", f"sqlite:///{db.resolve()}"]
+    command += ["--backend-store-uri", f"sqlite:///{db.resolve()}", *options]
     with log.open("w") as out:
-        server = subprocess.Popen(command, stdout=out, stderr=subprocess.STDOUT, env=env)
+        server = subprocess.Popen(
+            command, cwd=db.parent, stdout=out, stderr=subprocess.STDOUT, env=env
+        )
         url = f"http://127.0.0.1:{port}"
         try:
             deadline = time.monotonic() + timeout

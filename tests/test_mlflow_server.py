@@ -2,74 +2,24 @@
 
 from __future__ import annotations
 
-import socket
-import subprocess
-import sys
-import time
-import urllib.request
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 from mlflow.tracking import MlflowClient
 
-from conftest import NO_REPORT, QUICK, clean_env, mlflow_runs
-
-
-def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
+from conftest import NO_REPORT, QUICK, clean_env, load_script, mlflow_runs
 
 
 @pytest.fixture(scope="module")
 def mlflow_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
+    """A real ``mlflow server`` that stores the artifacts it is sent (as a team's server
+    does), started as ``scripts/mlflow_ui_check.py`` starts one, without MLflow variables."""
     root: Path = tmp_path_factory.mktemp("mlflow_server")
-    port = free_port()
-    log = (root / "server.log").open("w")
-    # Without the server's job runner (MLflow's asynchronous GenAI jobs, a second Python
-    # process that tracking never uses): ready in ~10 s instead of ~13 s, and ~11 s of CPU
-    # to start instead of 19-25 s.
-    no_job_runner = clean_env(MLFLOW_SERVER_ENABLE_JOB_EXECUTION="false")
-    server = subprocess.Popen(
-        [
-            sys.executable,
-            "-m",
-            "mlflow",
-            "server",
-            "--host",
-            "127.0.0.1",
-            "--port",
-            str(port),
-            "--workers",
-            "1",
-            "--backend-store-uri",
-            f"sqlite:///{root / 'server.db'}",
-            "--artifacts-destination",
-            str(root / "artifacts"),
-        ],
-        cwd=root,
-        stdout=log,
-        stderr=subprocess.STDOUT,
-        env=no_job_runner,
-    )
-    uri = f"http://127.0.0.1:{port}"
-    deadline = time.monotonic() + 120
-    while True:
-        try:
-            with urllib.request.urlopen(f"{uri}/health", timeout=2) as answer:
-                if answer.status == 200:
-                    break
-        except OSError:
-            pass
-        if server.poll() is not None or time.monotonic() > deadline:
-            server.kill()
-            pytest.fail(f"mlflow server did not start:\n{(root / 'server.log').read_text()}")
-        time.sleep(0.5)
-    yield uri
-    server.terminate()
-    server.wait(timeout=30)
-    log.close()
+    start = load_script("mlflow_ui_check").mlflow_server
+    artifacts = ("--artifacts-destination", str(root / "artifacts"))
+    with start(root / "server.db", root / "server.log", *artifacts, env=clean_env()) as uri:
+        yield uri
 
 
 @pytest.mark.slow  # over 10 s: a real sweep or a subprocess per run
