@@ -33,14 +33,13 @@ def watched() -> Iterator[None]:
     if threading.current_thread() is not threading.main_thread():
         yield
         return
-    _received = False
     previous = signal.getsignal(signal.SIGINT)
     if previous is signal.default_int_handler:
         signal.signal(signal.SIGINT, _remember)
     try:
         yield
     finally:
-        _received = False  # a later job (tests, the library) starts without it
+        _received = False  # cleared on the way out: a later job (tests, the library) starts clean
         if previous is signal.default_int_handler:
             signal.signal(signal.SIGINT, previous)
 
