@@ -23,10 +23,10 @@ import torch
 import yaml
 from torch.utils import benchmark
 
-from jacbench.config import conf_dir
-from jacbench.problem import Problem, build_problem
-from jacbench.registry import load_registry
-from jacbench.strategy import Kind
+from jacbench.core.problem import Problem, build_problem
+from jacbench.core.registry import load_registry
+from jacbench.core.strategy import Kind
+from jacbench.run.config import conf_dir
 
 FD = "fd_forward"  # batched: one forward pass over all perturbed points
 DEFAULT = "functional"

@@ -31,9 +31,9 @@ from collections.abc import Callable
 import torch
 from torch.utils import benchmark
 
-from jacbench.measure import peak_memory
-from jacbench.problem import Problem, build_problem
-from jacbench.registry import load_registry
+from jacbench.core.problem import Problem, build_problem
+from jacbench.core.registry import load_registry
+from jacbench.timing.measure import peak_memory
 
 CPU = torch.device("cpu")
 DENSE_EXACT = {"jacfwd": {}, "jacrev": {}, "jacfwd_compiled": {}}

@@ -34,9 +34,9 @@ import torch
 from torch import nn
 
 import jacbench
-from jacbench.config import TimingConfig
-from jacbench.measure import peak_memory, synchronize, time_steady_state, torch_threads
-from jacbench.recorders.parquet import read_results
+from jacbench.record.parquet import read_results
+from jacbench.timing.config import TimingConfig
+from jacbench.timing.measure import peak_memory, synchronize, time_steady_state, torch_threads
 
 # checked from their rows, not their plots: no report; two jobs at a time (check 5)
 SWEEP = ["strategy=jacrev,jacfwd,fd_central", "model=mlp", "timing=quick", "report=false"]

@@ -25,7 +25,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from jacbench.recorders.mlflow_run import view_url
+from jacbench.record.mlflow_run import view_url
 
 CHROMIUM = "/usr/bin/chromium"
 EXPANDER = "runnamecellrenderer.tsx_46"  # the +/- before a parent run's name

@@ -32,7 +32,7 @@ import tempfile
 import time
 from pathlib import Path
 
-from jacbench.recorders.parquet import read_results
+from jacbench.record.parquet import read_results
 
 GRID = [
     "strategy=jacrev,jacfwd,fd_central,functional",
@@ -74,7 +74,7 @@ def single_run() -> tuple[float, float, float]:
     """(wall, measure_s, import seconds) of one ``python -m jacbench timing=quick``."""
     with tempfile.TemporaryDirectory() as folder:
         start = time.perf_counter()
-        subprocess.run([sys.executable, "-c", "import jacbench.app"], check=True, cwd=folder)
+        subprocess.run([sys.executable, "-c", "import jacbench.run.app"], check=True, cwd=folder)
         imports = time.perf_counter() - start
         start = time.perf_counter()
         subprocess.run(
@@ -103,7 +103,7 @@ def main() -> None:
     wall, work, imports = single_run()
     print(
         f"single run: wall {wall:.2f} s, measure_s {work:.2f} s, start-up {wall - work:.2f} s "
-        f"(target 2.5 s: {(wall - work) / 2.5:.2f}x), of which importing jacbench.app "
+        f"(target 2.5 s: {(wall - work) / 2.5:.2f}x), of which importing jacbench.run.app "
         f"{imports:.2f} s"
     )
     floors = {name: floor(code) for name, code in FLOORS.items()}

@@ -17,8 +17,8 @@ import pandas as pd
 import pytest
 import torch
 
-from jacbench.recorders.parquet import read_results
-from jacbench.result import Result
+from jacbench.record.parquet import read_results
+from jacbench.record.result import Result
 from own_processes import ISOLATED, PRELOAD, OwnProcesses
 
 SCRIPTS = Path(__file__).resolve().parents[1] / "scripts"
@@ -78,7 +78,7 @@ CONTRACT_RECIPROCAL = {"_target_": "jacbench.models.toy.Reciprocal", "n": 5}
 
 def compiles(name: str, options: dict[str, object] | None = None) -> bool:
     """Whether a registered strategy's setup runs torch.compile (by default: its defaults)."""
-    from jacbench.registry import load_registry
+    from jacbench.core.registry import load_registry
     from jacbench.strategies.compiled import CompileOptions
 
     opts = load_registry().get(name).make_options(dict(options or {}))
@@ -98,7 +98,7 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
     """Registry-wide tests: the cases of a strategy that compiles (with CONTRACT_OPTIONS) are
     marked ``compiles``; every ``compiles`` test is also ``slow`` (seconds of compiling in a
     new interpreter)."""
-    from jacbench.registry import load_registry
+    from jacbench.core.registry import load_registry
 
     compiling = {n for n in load_registry().strategies if compiles(n, CONTRACT_OPTIONS.get(n))}
     for item in items:
@@ -166,7 +166,7 @@ def rel_err(jac: torch.Tensor, reference: torch.Tensor) -> float:
 
 def contract_prepare(name: str, problem, **options):
     """A registered strategy prepared as the registry-wide tests run it (CONTRACT_OPTIONS)."""
-    from jacbench.registry import load_registry
+    from jacbench.core.registry import load_registry
 
     return load_registry().prepare(name, problem, **{**CONTRACT_OPTIONS.get(name, {}), **options})
 
@@ -185,7 +185,7 @@ def jacobian_at(problem, x: torch.Tensor) -> torch.Tensor:
 def compiles_or_calibrates(name: str) -> bool:
     """Whether a strategy's default setup runs torch.compile or a calibration (seconds each):
     the registry-wide tests run those on the small models, with one full ``auto`` test."""
-    from jacbench.registry import load_registry
+    from jacbench.core.registry import load_registry
 
     return compiles(name) or bool(
         getattr(load_registry().get(name).make_options({}), "calibrate", False)
@@ -194,12 +194,12 @@ def compiles_or_calibrates(name: str) -> bool:
 
 def compose_job(*overrides: str, with_hydra: bool = False):
     """The job config ``python -m jacbench OVERRIDES`` runs, through Hydra's compose API (for
-    tests that call ``jacbench.runner.execute`` directly); ``with_hydra``: with its ``hydra``
+    tests that call ``jacbench.run.runner.execute`` directly); ``with_hydra``: with its ``hydra``
     node (launcher, sweeper)."""
     from hydra import compose, initialize_config_dir
 
-    from jacbench.config import conf_dir, register_configs
-    from jacbench.registry import load_registry
+    from jacbench.core.registry import load_registry
+    from jacbench.run.config import conf_dir, register_configs
 
     register_configs(load_registry())  # strategy=<name> and its typed options
     with initialize_config_dir(config_dir=str(conf_dir()), version_base="1.3"):
@@ -216,7 +216,7 @@ def half_made_db(path: Path) -> None:
     schema version not yet stamped, a later table missing."""
     import sqlite3
 
-    from jacbench.recorders.mlflow_db import create_atomically
+    from jacbench.record.mlflow_db import create_atomically
 
     made = path.with_name("made.db")  # not the tested URI, which no cache may know
     create_atomically(made)
@@ -291,7 +291,7 @@ PRINTS_ONLY = {"--cfg", "--info"}
 class Cli:
     """``python -m jacbench`` run as a user runs it, from a scratch launch folder.
 
-    By default in this process (``jacbench.app.main`` with its argv, in the launch folder,
+    By default in this process (``jacbench.run.app.main`` with its argv, in the launch folder,
     stdout and stderr captured): the same Hydra, MLflow and parquet code without ~5 s of
     interpreter start-up per call. A real subprocess where the run needs one: another
     launcher (unless the run only prints its config), an environment that changes more than
@@ -330,7 +330,7 @@ class Cli:
         return ours == theirs
 
     def _in_process(self, args: list[str], env: dict[str, str]) -> CompletedProcess:
-        from jacbench.app import main
+        from jacbench.run.app import main
 
         with self.monkeypatch.context() as patch:
             for name in [k for k in os.environ if k.startswith("MLFLOW_")]:

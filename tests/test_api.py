@@ -7,7 +7,7 @@ import torch
 
 import jacbench
 from conftest import CONTRACT_OPTIONS
-from jacbench.errors import ConfigError
+from jacbench.core.errors import ConfigError
 
 
 def net() -> torch.nn.Module:

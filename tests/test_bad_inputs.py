@@ -14,9 +14,9 @@ from pathlib import Path
 
 import pytest
 
-from jacbench.interrupt import raise_if_interrupt
-from jacbench.recorders.parquet import read_results
-from jacbench.registry import load_registry
+from jacbench.core.interrupt import raise_if_interrupt
+from jacbench.core.registry import load_registry
+from jacbench.record.parquet import read_results
 from jacbench.report.__main__ import main as report_main
 
 

@@ -16,9 +16,9 @@ from typing import Any
 import pytest
 
 from conftest import clean_env, mlflow_runs, sqlite_uri
-from jacbench.claims import CLAIMS, claimed, try_claim
-from jacbench.recorders.parquet import read_results
-from jacbench.sweep import STATE_DIR
+from jacbench.record.parquet import read_results
+from jacbench.run.claims import CLAIMS, claimed, try_claim
+from jacbench.run.sweep import STATE_DIR
 
 
 def test_a_reused_sweep_folder_counts_only_this_sweeps_jobs(launch, tmp_path):
@@ -67,7 +67,7 @@ def test_a_claimed_job_waits_for_its_owner(tmp_path):
 @pytest.mark.slow
 def test_two_sweeps_at_once_in_one_folder_run_each_job_once(tmp_path):
     """Two real sweeps started together with the same sweep folder."""
-    from jacbench.recorders.mlflow_run import Tracking, ensure_experiment
+    from jacbench.record.mlflow_run import Tracking, ensure_experiment
 
     jobs = "strategy=jacrev,jacfwd,functional,autograd_loop"
     command = [sys.executable, "-m", "jacbench", "-m", jobs, "timing=quick", "report=false"]
@@ -95,7 +95,7 @@ def test_two_sweeps_at_once_in_one_folder_run_each_job_once(tmp_path):
 
 def describe(uri: str, start: Any, answers: Any) -> None:
     """In a forked process: describe the experiment when every process is ready."""
-    from jacbench.recorders.mlflow_run import Tracking, describe_experiment
+    from jacbench.record.mlflow_run import Tracking, describe_experiment
 
     start.wait()
     try:
@@ -109,7 +109,7 @@ def test_sweeps_starting_together_all_describe_the_experiment(tmp_path):
     """Each sweep sets the experiment's tags (description, runs view) as it starts; sweeps
     starting together insert the same new tags at once, and sqlite refused all but the first
     (UNIQUE constraint failed): that sweep lost its parent run's params and its jobs' nesting."""
-    from jacbench.recorders.mlflow_run import Tracking, ensure_experiment
+    from jacbench.record.mlflow_run import Tracking, ensure_experiment
 
     ctx = multiprocessing.get_context("fork")  # the processes start with MLflow imported
     for trial in range(3):

@@ -5,8 +5,8 @@ from __future__ import annotations
 import pytest
 import torch
 
-from jacbench.errors import ConfigError, StrategySkip
-from jacbench.runner import classify
+from jacbench.core.errors import ConfigError, StrategySkip
+from jacbench.run.runner import classify
 
 HALF = torch.float16
 

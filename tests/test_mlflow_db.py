@@ -10,8 +10,8 @@ from pathlib import Path
 import pytest
 from mlflow.tracking import MlflowClient
 
-from jacbench.recorders.mlflow_db import cache_dir, create_atomically, empty_template
-from jacbench.recorders.mlflow_run import Tracking, ensure_experiment
+from jacbench.record.mlflow_db import cache_dir, create_atomically, empty_template
+from jacbench.record.mlflow_run import Tracking, ensure_experiment
 
 
 class Messages(logging.Handler):

@@ -13,9 +13,9 @@ import pytest
 from mlflow.tracking import MlflowClient
 
 from conftest import QUICK, load_script, make_result, mlflow_runs
-from jacbench.recorders.mlflow_run import Tracking, describe_experiment, log_result
+from jacbench.record.mlflow_run import Tracking, describe_experiment, log_result
 from jacbench.report.overview import jobs_table, overview
-from jacbench.sweep import sweep_name, swept_keys
+from jacbench.run.sweep import sweep_name, swept_keys
 
 
 def _tracking(tmp_path: Path) -> Tracking:

@@ -8,11 +8,11 @@ import torch
 import yaml
 
 from conftest import compiles_or_calibrates, jacobian, rel_err
-from jacbench.config import conf_dir
-from jacbench.problem import build_problem
-from jacbench.reference import reference_jacobian
-from jacbench.registry import load_registry
-from jacbench.strategy import Kind, StrategySkip
+from jacbench.core.problem import build_problem
+from jacbench.core.reference import reference_jacobian
+from jacbench.core.registry import load_registry
+from jacbench.core.strategy import Kind, StrategySkip
+from jacbench.run.config import conf_dir
 
 CPU = torch.device("cpu")
 REGISTRY = load_registry()

@@ -7,11 +7,11 @@ import pandas as pd
 from torch.utils import benchmark
 
 from conftest import make_result
-from jacbench.display import NOISY, summary_table
-from jacbench.measure import spread_warning
 from jacbench.report.analysis import problem_lines, recommend
 from jacbench.report.build import write_report
+from jacbench.report.display import NOISY, summary_table
 from jacbench.report.problems import normalise, problems
+from jacbench.timing.measure import spread_warning
 
 WARNING = "Interquartile range is 40.0% of the median measurement. This could indicate..."
 

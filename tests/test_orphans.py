@@ -13,10 +13,10 @@ from pathlib import Path
 import pytest
 
 from conftest import clean_env, compose_job
-from jacbench.claims import CLAIMS
-from jacbench.enums import LauncherKind
-from jacbench.launchers import launcher_kind
-from jacbench.orphans import exit_with
+from jacbench.core.enums import LauncherKind
+from jacbench.run.claims import CLAIMS
+from jacbench.run.launchers import launcher_kind
+from jacbench.run.orphans import exit_with
 
 
 def alive(pid: int) -> bool:
@@ -46,13 +46,13 @@ def still_alive(pids: set[int], seconds: float) -> set[int]:
 
 # A job in a process the sweep started: watched from the moment it starts.
 WATCHED = (
-    "import os, time; from jacbench.orphans import exit_with; "
+    "import os, time; from jacbench.run.orphans import exit_with; "
     "import sys; assert exit_with(int(sys.argv[1]), True, 0.05); print('watching', flush=True); "
     "time.sleep(60)"
 )
 # A job that starts only after the sweep died (killed while its worker was starting).
 LATE = (
-    "import os, sys, time; sweep = int(sys.argv[1]); from jacbench.orphans import exit_with\n"
+    "import os, sys, time; sweep = int(sys.argv[1]); from jacbench.run.orphans import exit_with\n"
     "while os.getppid() == sweep: time.sleep(0.01)\n"
     "exit_with(sweep, True, 0.05); time.sleep(60)"
 )

@@ -19,12 +19,12 @@ from conftest import (
     jacobian_at,
     rel_err,
 )
-from jacbench.config import conf_dir
-from jacbench.errors import ConfigError, PointMismatch
-from jacbench.measure import torch_threads
-from jacbench.problem import ModelKeys, build_problem
-from jacbench.registry import load_registry
-from jacbench.strategy import Kind, StrategySkip
+from jacbench.core.errors import ConfigError, PointMismatch
+from jacbench.core.problem import ModelKeys, build_problem
+from jacbench.core.registry import load_registry
+from jacbench.core.strategy import Kind, StrategySkip
+from jacbench.run.config import conf_dir
+from jacbench.timing.measure import torch_threads
 
 CPU = torch.device("cpu")
 REGISTRY = load_registry()
@@ -208,7 +208,7 @@ def test_no_import_cycles_between_modules():
         parts = path.relative_to(src.parent).with_suffix("").parts
         paths[".".join(parts[:-1] if parts[-1] == "__init__" else parts)] = path
     graph = {name: module_imports(path, set(paths)) - {name} for name, path in paths.items()}
-    assert graph["jacbench.errors"] == set()
+    assert graph["jacbench.core.errors"] == set()
 
     def visit(name: str, stack: tuple[str, ...]) -> None:
         assert name not in stack, f"import cycle: {' -> '.join((*stack, name))}"

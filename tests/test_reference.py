@@ -10,14 +10,14 @@ import pytest
 import torch
 
 from conftest import compose_job
-from jacbench.enums import Kind, Mode
-from jacbench.errors import ConfigError
-from jacbench.memory_budget import available_cpu_memory, check_fits
-from jacbench.numerics import compare
-from jacbench.problem import build_problem
-from jacbench.reference import ANALYTIC, FORWARD, REVERSE, References, _row_loop
-from jacbench.registry import load_registry
-from jacbench.runner import execute
+from jacbench.core.enums import Kind, Mode
+from jacbench.core.errors import ConfigError
+from jacbench.core.memory_budget import available_cpu_memory, check_fits
+from jacbench.core.numerics import compare
+from jacbench.core.problem import build_problem
+from jacbench.core.reference import ANALYTIC, FORWARD, REVERSE, References, _row_loop
+from jacbench.core.registry import load_registry
+from jacbench.run.runner import execute
 
 REGISTRY = load_registry()
 CPU = torch.device("cpu")

@@ -15,9 +15,9 @@ import pytest
 
 import jacbench.strategies
 from conftest import QUICK, clean_env
-from jacbench.errors import ConfigError
-from jacbench.registry import GROUP, build_registry, load_registry
-from jacbench.strategy import StrategySpec
+from jacbench.core.errors import ConfigError
+from jacbench.core.registry import GROUP, build_registry, load_registry
+from jacbench.core.strategy import StrategySpec
 
 # The built-ins are what jacbench's own distribution declares, not a hand-kept list.
 BUILT_INS = sorted(ep.name for ep in distribution("jacbench").entry_points if ep.group == GROUP)

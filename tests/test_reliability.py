@@ -20,16 +20,16 @@ import pytest
 from hydra.experimental.callback import Callback
 
 from conftest import half_made_db, make_result, mlflow_runs
-from jacbench.config import TimingConfig
-from jacbench.errors import ConfigError
-from jacbench.recorders.mlflow_db import create_atomically
-from jacbench.recorders.parquet import (
+from jacbench.core.errors import ConfigError
+from jacbench.record.mlflow_db import create_atomically
+from jacbench.record.parquet import (
     QUARANTINE,
     find_done_result,
     read_results,
     result_filename,
     write_result,
 )
+from jacbench.timing.config import TimingConfig
 
 
 def test_result_files_honour_the_umask(tmp_path: Path) -> None:
@@ -215,7 +215,7 @@ def test_killing_the_first_mlflow_db_creation_leaves_no_db_or_a_complete_one(tmp
     create_atomically(made)
     head = schema_version(made)
     path = tmp_path / "mlflow.db"
-    code = f"from jacbench.recorders.mlflow_db import ready_store; ready_store('sqlite:///{path}')"
+    code = f"from jacbench.record.mlflow_db import ready_store; ready_store('sqlite:///{path}')"
 
     def watch(proc: subprocess.Popen, seconds: float) -> None:
         """While ``proc`` runs: whenever mlflow.db exists, it is complete."""

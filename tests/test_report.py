@@ -15,7 +15,7 @@ import pytest
 import torch
 
 from conftest import QUICK, make_result, mlflow_runs
-from jacbench.recorders.parquet import read_results, write_result
+from jacbench.record.parquet import read_results, write_result
 from jacbench.report import plots
 from jacbench.report.__main__ import main as report_main
 from jacbench.report.analysis import recommend

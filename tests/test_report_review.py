@@ -11,8 +11,8 @@ from matplotlib.text import Text
 from rich.console import Console
 
 from conftest import make_result
-from jacbench.display import result_table
 from jacbench.report.build import write_report
+from jacbench.report.display import result_table
 from jacbench.report.problems import normalise, problems
 
 NO_CUDA = "device=cuda requested but CUDA is not available on this machine; use device=cpu"

@@ -10,9 +10,9 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from conftest import compose_job, make_result
-from jacbench.config import config_hash
-from jacbench.recorders.parquet import read_results, write_result
-from jacbench.result import COLUMNS, SCHEMA, Result
+from jacbench.record.parquet import read_results, write_result
+from jacbench.record.result import COLUMNS, SCHEMA, Result
+from jacbench.run.config import config_hash
 
 REQUIRED = {
     "model": pa.string(),

@@ -9,14 +9,14 @@ from mlflow.tracking import MlflowClient
 
 import jacbench
 from conftest import QUICK, compose_job, jacobian_at, rel_err
-from jacbench import sparsity
+from jacbench.core import sparsity
+from jacbench.core.numerics import compare
+from jacbench.core.problem import build_problem, make_problem
+from jacbench.core.reference import reference_jacobian
+from jacbench.core.registry import load_registry
+from jacbench.core.strategy import Kind
 from jacbench.models.pde import Burgers1D
-from jacbench.numerics import compare
-from jacbench.problem import build_problem, make_problem
-from jacbench.reference import reference_jacobian
-from jacbench.registry import load_registry
-from jacbench.runner import execute
-from jacbench.strategy import Kind
+from jacbench.run.runner import execute
 
 CPU = torch.device("cpu")
 REGISTRY = load_registry()

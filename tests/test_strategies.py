@@ -6,11 +6,11 @@ import pytest
 import torch
 
 from conftest import CONTRACT_MLP, CONTRACT_RECIPROCAL, jacobian, rel_err
-from jacbench.numerics import compare
-from jacbench.problem import build_problem, make_problem
-from jacbench.reference import reference_jacobian
-from jacbench.registry import load_registry
-from jacbench.strategy import Kind, StrategySkip
+from jacbench.core.numerics import compare
+from jacbench.core.problem import build_problem, make_problem
+from jacbench.core.reference import reference_jacobian
+from jacbench.core.registry import load_registry
+from jacbench.core.strategy import Kind, StrategySkip
 
 CPU = torch.device("cpu")
 MLP = CONTRACT_MLP

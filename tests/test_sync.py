@@ -3,9 +3,9 @@
 from __future__ import annotations
 
 from conftest import half_made_db, make_result, sqlite_uri
-from jacbench import sync
-from jacbench.recorders.mlflow_run import JOB_TAG
-from jacbench.recorders.parquet import read_results, write_result
+from jacbench.record import sync
+from jacbench.record.mlflow_run import JOB_TAG
+from jacbench.record.parquet import read_results, write_result
 
 
 def job_runs(tmp_path) -> list:

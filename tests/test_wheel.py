@@ -46,7 +46,7 @@ def test_installed_wheel_runs_from_another_folder(tmp_path: Path):
     elsewhere = tmp_path / "elsewhere"
     elsewhere.mkdir()
     where = subprocess.run(
-        [python, "-c", "import jacbench.config as c; print(c.__file__); print(c.conf_dir())"],
+        [python, "-c", "import jacbench.run.config as c; print(c.__file__); print(c.conf_dir())"],
         cwd=elsewhere,
         capture_output=True,
         text=True,

@@ -15,15 +15,15 @@ from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
     from jacbench.api import jacobian, prepare
-    from jacbench.params import FlatParams
-    from jacbench.prepared import PointMismatch, Prepared, PrepInfo
+    from jacbench.core.params import FlatParams
+    from jacbench.core.prepared import PointMismatch, Prepared, PrepInfo
 
 __version__ = "0.1.0"
 _HOMES = {
-    "FlatParams": "jacbench.params",
-    "PointMismatch": "jacbench.prepared",
-    "PrepInfo": "jacbench.prepared",
-    "Prepared": "jacbench.prepared",
+    "FlatParams": "jacbench.core.params",
+    "PointMismatch": "jacbench.core.prepared",
+    "PrepInfo": "jacbench.core.prepared",
+    "Prepared": "jacbench.core.prepared",
     "jacobian": "jacbench.api",
     "prepare": "jacbench.api",
 }

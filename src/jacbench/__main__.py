@@ -1,3 +1,3 @@
-from jacbench.app import main
+from jacbench.run.app import main
 
 main()

@@ -16,9 +16,9 @@ from typing import Any
 import torch
 from torch import nn
 
-from jacbench.prepared import Prepared
-from jacbench.problem import FunctionModule, make_problem
-from jacbench.registry import load_registry
+from jacbench.core.prepared import Prepared
+from jacbench.core.problem import FunctionModule, make_problem
+from jacbench.core.registry import load_registry
 
 
 def prepare(

@@ -11,9 +11,9 @@ from hydra.core.utils import JobReturn, JobStatus
 from hydra.plugins.launcher import Launcher
 from omegaconf import DictConfig
 
-from jacbench.display import make_console
-from jacbench.resume import count_as_done, recorded_result, results_dir
-from jacbench.sweep import launching_sweep
+from jacbench.report.display import make_console
+from jacbench.run.resume import count_as_done, recorded_result, results_dir
+from jacbench.run.sweep import launching_sweep
 
 
 def maybe_recorded(

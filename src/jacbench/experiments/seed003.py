@@ -5,9 +5,9 @@ from __future__ import annotations
 
 import pandas as pd
 
-from jacbench.enums import Kind
+from jacbench.core.enums import Kind
 from jacbench.experiments import jacobian, ok_rows, table
-from jacbench.noise import unsettled
+from jacbench.timing.noise import unsettled
 
 
 def answer(rows: pd.DataFrame) -> str:

@@ -5,9 +5,9 @@ from __future__ import annotations
 
 import pandas as pd
 
-from jacbench.enums import Kind
+from jacbench.core.enums import Kind
 from jacbench.experiments import ok_rows, table
-from jacbench.noise import unsettled
+from jacbench.timing.noise import unsettled
 
 BASELINE = "fd_forward_loop"  # the thread's baseline: one forward pass per parameter
 

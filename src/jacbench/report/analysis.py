@@ -6,10 +6,10 @@ from dataclasses import dataclass
 
 import pandas as pd
 
-from jacbench.display import cell, time_text, verdict_text
-from jacbench.enums import Kind, Status
-from jacbench.noise import is_noisy, unsettled
+from jacbench.core.enums import Kind, Status
+from jacbench.report.display import cell, time_text, verdict_text
 from jacbench.report.problems import DEFAULT_STRATEGY, good, latest_ok
+from jacbench.timing.noise import is_noisy, unsettled
 
 
 def default_time(rows: pd.DataFrame) -> float | None:

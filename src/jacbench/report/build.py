@@ -7,9 +7,9 @@ from pathlib import Path
 import matplotlib.pyplot as plt
 import pandas as pd
 
-from jacbench.display import NOISY, NOISY_LEGEND
-from jacbench.recorders.parquet import read_results
+from jacbench.record.parquet import read_results
 from jacbench.report import analysis, plots
+from jacbench.report.display import NOISY, NOISY_LEGEND
 from jacbench.report.problems import normalise, problems
 from jacbench.report.render import Document
 

@@ -7,8 +7,8 @@ from pathlib import Path
 
 import pandas as pd
 
-from jacbench.enums import Status
-from jacbench.recorders.parquet import read_results
+from jacbench.core.enums import Status
+from jacbench.record.parquet import read_results
 from jacbench.report.problems import PROBLEM_KEYS, normalise
 from jacbench.report.render import markdown_table
 

@@ -18,7 +18,7 @@ from matplotlib.figure import Figure  # noqa: E402
 from matplotlib.text import Text  # noqa: E402
 from matplotlib.transforms import Bbox  # noqa: E402
 
-from jacbench.enums import Kind, Mode, Status
+from jacbench.core.enums import Kind, Mode, Status
 from jacbench.report.problems import good, latest_ok  # noqa: E402
 
 ZERO_ERR = 1e-2  # err_eps of exactly 0 drawn here on a log axis

@@ -6,8 +6,8 @@ import json
 
 import pandas as pd
 
-from jacbench.enums import Kind, Status
-from jacbench.result import SCHEMA
+from jacbench.core.enums import Kind, Status
+from jacbench.record.result import SCHEMA
 
 PROBLEM_KEYS = ["model", "model_options", "wrt", "n_in", "n_out", "batch", "dtype", "device"]
 DEFAULT_STRATEGY = "functional"  # PyTorch's default: torch.autograd.functional.jacobian

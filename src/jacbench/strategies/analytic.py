@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import torch
 
-from jacbench.problem import Problem
-from jacbench.strategy import Kind, Mode, NoOptions, StrategySkip, strategy
+from jacbench.core.problem import Problem
+from jacbench.core.strategy import Kind, Mode, NoOptions, StrategySkip, strategy
 
 
 @strategy(Kind.EXACT, Mode.ANALYTIC, batch=True)

@@ -21,11 +21,11 @@ from dataclasses import dataclass, replace
 import torch
 from torch.utils import benchmark
 
-from jacbench.interrupt import check as check_interrupt
-from jacbench.interrupt import raise_if_interrupt
-from jacbench.prepared import Prepared
-from jacbench.problem import Problem
-from jacbench.strategy import Declared, Kind, Mode, StrategySkip, strategy
+from jacbench.core.interrupt import check as check_interrupt
+from jacbench.core.interrupt import raise_if_interrupt
+from jacbench.core.prepared import Prepared
+from jacbench.core.problem import Problem
+from jacbench.core.strategy import Declared, Kind, Mode, StrategySkip, strategy
 
 EAGER = ("jacfwd", "jacrev", "grads_batched")
 # PyTorch's default and the hand-written row loop are candidates too, so that auto never loses
@@ -60,7 +60,7 @@ def rule(problem: Problem, compile: bool) -> str:
 
 
 def _prepare_named(name: str, problem: Problem, **options: object) -> Prepared:
-    from jacbench.registry import load_registry  # the registry is built by now
+    from jacbench.core.registry import load_registry  # the registry is built by now
 
     return load_registry().prepare(name, problem, **options)
 

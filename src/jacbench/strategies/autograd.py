@@ -6,8 +6,8 @@ from collections.abc import Callable
 
 import torch
 
-from jacbench.problem import Problem
-from jacbench.strategy import Kind, Mode, NoOptions, strategy
+from jacbench.core.problem import Problem
+from jacbench.core.strategy import Kind, Mode, NoOptions, strategy
 
 
 def rows_fn(problem: Problem) -> Callable[[torch.Tensor], torch.Tensor]:

@@ -11,9 +11,9 @@ from dataclasses import dataclass
 
 import torch
 
-from jacbench.problem import Problem
+from jacbench.core.problem import Problem
+from jacbench.core.strategy import Kind, Mode, StrategySkip, strategy
 from jacbench.strategies.func import per_point
-from jacbench.strategy import Kind, Mode, StrategySkip, strategy
 
 COMPILE_MODES = ("default", "reduce-overhead", "max-autotune")
 # jacfwd/jacrev wrappers share their code objects across problems: with the default cache

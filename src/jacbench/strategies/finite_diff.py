@@ -7,9 +7,9 @@ from dataclasses import dataclass
 
 import torch
 
-from jacbench.numerics import machine_eps
-from jacbench.problem import Problem
-from jacbench.strategy import Kind, Mode, StrategySkip, strategy
+from jacbench.core.numerics import machine_eps
+from jacbench.core.problem import Problem
+from jacbench.core.strategy import Kind, Mode, StrategySkip, strategy
 
 # Perturbed points are built and evaluated in chunks of at most this many numbers, so that
 # N = 16800 inputs (seed 001) does not need an N x N matrix. Chunks that stay in cache pay:

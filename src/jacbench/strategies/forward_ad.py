@@ -5,9 +5,9 @@ from __future__ import annotations
 import torch
 import torch.autograd.forward_ad as fwAD
 
-from jacbench.problem import Problem
+from jacbench.core.problem import Problem
+from jacbench.core.strategy import Kind, Mode, NoOptions, strategy
 from jacbench.strategies.autograd import per_sample, rows_fn
-from jacbench.strategy import Kind, Mode, NoOptions, strategy
 
 
 @strategy(Kind.EXACT, Mode.FORWARD, batch=True)

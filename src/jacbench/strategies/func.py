@@ -7,8 +7,8 @@ from dataclasses import dataclass
 
 import torch
 
-from jacbench.problem import Problem
-from jacbench.strategy import Kind, Mode, strategy
+from jacbench.core.problem import Problem
+from jacbench.core.strategy import Kind, Mode, strategy
 
 
 @dataclass

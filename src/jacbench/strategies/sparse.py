@@ -4,7 +4,7 @@
 per colour; ``sparse_jacrev`` colours the rows and runs one VJP per colour; ``sparse_fd`` uses
 the column colouring for forward differences (Curtis-Powell-Reid). Each nonzero is then read
 back from the compressed product. The pattern is the model's ``jacobian_sparsity()`` where it
-declares one, else detected (see ``jacbench.sparsity``); detection and colouring happen in
+declares one, else detected (see ``jacbench.core.sparsity``); detection and colouring happen in
 ``prepare``, so first_call_s pays them once and every later call reuses them. The number of
 colours and the pattern's density are declared as ``n_colors`` and ``pattern_density``.
 """
@@ -16,13 +16,13 @@ from dataclasses import dataclass
 
 import torch
 
-from jacbench import sparsity
-from jacbench.problem import Problem
-from jacbench.sparsity import Pattern
+from jacbench.core import sparsity
+from jacbench.core.problem import Problem
+from jacbench.core.sparsity import Pattern
+from jacbench.core.strategy import Declared, Kind, Mode, PrepInfo, StrategySkip, strategy
 from jacbench.strategies.compiled import compile_checked
 from jacbench.strategies.finite_diff import FdOptions, step_size, steps
 from jacbench.strategies.func import per_point
-from jacbench.strategy import Declared, Kind, Mode, PrepInfo, StrategySkip, strategy
 
 PATTERN_SOURCES = ("auto", "detect")
 OUTPUTS = ("dense", "csr")
@@ -65,7 +65,7 @@ class SparseFdOptions(PatternOptions):
 
 
 def find_pattern(problem: Problem, opts: PatternOptions) -> Pattern:
-    """The declared pattern, or a detected one (``jacbench.sparsity`` says how)."""
+    """The declared pattern, or a detected one (``jacbench.core.sparsity`` says how)."""
     shape = (problem.n_out, problem.n_in)
     if opts.pattern == "auto" and problem.sparsity is not None:
         return sparsity.from_tensor(problem.sparsity(), shape)

@@ -7,8 +7,8 @@ from dataclasses import dataclass
 
 import torch
 
-from jacbench.problem import Problem
-from jacbench.strategy import Kind, Mode, StrategySkip, strategy
+from jacbench.core.problem import Problem
+from jacbench.core.strategy import Kind, Mode, StrategySkip, strategy
 
 COMPLEX_OF = {
     torch.float32: torch.complex64,

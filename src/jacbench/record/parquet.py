@@ -18,8 +18,8 @@ import pandas as pd
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from jacbench.enums import Status
-from jacbench.result import SCHEMA, Result
+from jacbench.core.enums import Status
+from jacbench.record.result import SCHEMA, Result
 
 
 def write_atomic(path: Path, data: str | pa.Table) -> None:

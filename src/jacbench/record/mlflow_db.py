@@ -22,7 +22,7 @@ import time
 import uuid
 from pathlib import Path
 
-from jacbench.errors import ConfigError
+from jacbench.core.errors import ConfigError
 
 STALE_TMP_S = 600.0  # a temporary database this old lost its creator
 _READY: set[str] = set()  # sqlite URIs this process has opened (checked once)

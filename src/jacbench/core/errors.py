@@ -1,6 +1,6 @@
 """The exceptions jacbench raises on purpose. A leaf module: it imports nothing from jacbench,
 so any module may raise them without import cycles. What a job does with each (skip or fail)
-is the runner's policy, in ``jacbench.runner``."""
+is the runner's policy, in ``jacbench.run.runner``."""
 
 from __future__ import annotations
 

@@ -16,7 +16,7 @@ from enum import Enum
 
 import pyarrow as pa
 
-from jacbench.enums import Status
+from jacbench.core.enums import Status
 
 __all__ = ["COLUMNS", "SCHEMA", "Result", "Status"]
 

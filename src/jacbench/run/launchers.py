@@ -7,7 +7,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from jacbench.enums import LauncherKind
+from jacbench.core.enums import LauncherKind
 
 # Launcher classes by name (hydra-joblib-launcher's, jacbench's resuming subclass of it,
 # hydra-submitit-launcher's local one); a subclass elsewhere is told by its own name.

@@ -16,7 +16,7 @@ from pathlib import Path
 
 import torch
 
-from jacbench.errors import ConfigError
+from jacbench.core.errors import ConfigError
 
 # float64 matrices of the Jacobian's size held at once on the CPU: the reference, the method
 # that checks it, and the comparison's answer-in-float64 and difference.

@@ -19,10 +19,10 @@ import torch
 from torch.overrides import TorchFunctionMode
 from torch.utils._pytree import tree_map
 
-from jacbench.enums import Mode
+from jacbench.core.enums import Mode
 
 if TYPE_CHECKING:
-    from jacbench.problem import Problem
+    from jacbench.core.problem import Problem
 
 Fn = Callable[[torch.Tensor], torch.Tensor]
 ANALYTIC, FORWARD, REVERSE = "analytic", "forward_float64", "reverse_float64"

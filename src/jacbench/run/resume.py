@@ -8,9 +8,9 @@ from pathlib import Path
 from omegaconf import DictConfig
 from rich.console import Console
 
-from jacbench.config import config_hash
-from jacbench.recorders.parquet import find_done_result
-from jacbench.sweep import SweepState, job_record
+from jacbench.record.parquet import find_done_result
+from jacbench.run.config import config_hash
+from jacbench.run.sweep import SweepState, job_record
 
 
 def results_dir(cfg: DictConfig, launch_dir: Path) -> Path:

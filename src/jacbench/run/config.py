@@ -14,10 +14,11 @@ import torch
 from hydra.core.config_store import ConfigStore
 from omegaconf import MISSING, DictConfig, OmegaConf
 
-from jacbench.errors import ConfigError
-from jacbench.numerics import parse_dtype
-from jacbench.registry import Registry
-from jacbench.strategy import StrategySpec
+from jacbench.core.errors import ConfigError
+from jacbench.core.numerics import parse_dtype
+from jacbench.core.registry import Registry
+from jacbench.core.strategy import StrategySpec
+from jacbench.timing.config import TimingConfig
 
 
 @dataclass
@@ -28,35 +29,6 @@ class DtypeConfig:
 @dataclass
 class DeviceConfig:
     name: str = "cpu"  # cpu, cuda or cuda:<index>
-
-
-MAX_MIN_RUN_TIME = 3600.0  # seconds
-MAX_WARMUP = 10_000  # calls
-MAX_THREADS = 1024
-
-
-@dataclass
-class TimingConfig:
-    min_run_time: float = 0.2  # seconds of timed calls (torch.utils.benchmark.blocked_autorange)
-    warmup: int = 1  # untimed calls after the first call, before timing
-    threads: int = 1  # torch intra-op threads for the job
-    memory: bool = True  # measure peak memory of one extra call
-
-    def __post_init__(self) -> None:
-        # Bounded on both sides: an infinite or huge setting would hang the job, not fail it.
-        if not 0 < self.min_run_time <= MAX_MIN_RUN_TIME:
-            raise ConfigError(
-                f"timing.min_run_time must be > 0 and <= {MAX_MIN_RUN_TIME:g} seconds, "
-                f"got {self.min_run_time}"
-            )
-        if not 0 <= self.warmup <= MAX_WARMUP:
-            raise ConfigError(
-                f"timing.warmup must be >= 0 and <= {MAX_WARMUP} calls, got {self.warmup}"
-            )
-        if not 1 <= self.threads <= MAX_THREADS:
-            raise ConfigError(
-                f"timing.threads must be >= 1 and <= {MAX_THREADS}, got {self.threads}"
-            )
 
 
 @dataclass
@@ -89,7 +61,7 @@ IDENTITY_KEYS = ("model", "strategy", "dtype", "device", "timing", "seed")
 
 def conf_dir() -> Path:
     """The Hydra config tree: inside the installed wheel, or at the checkout's top level."""
-    here = Path(__file__).resolve().parent
+    here = Path(__file__).resolve().parents[1]  # the jacbench package
     for candidate in (here / "conf", here.parents[1] / "conf"):
         if (candidate / "config.yaml").is_file():
             return candidate

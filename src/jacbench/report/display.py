@@ -8,9 +8,9 @@ import pandas as pd
 from rich.console import Console
 from rich.table import Table
 
-from jacbench.enums import Status
-from jacbench.noise import is_noisy
-from jacbench.result import Result
+from jacbench.core.enums import Status
+from jacbench.record.result import Result
+from jacbench.timing.noise import is_noisy
 
 
 def make_console() -> Console:

@@ -19,9 +19,9 @@ import hydra.utils
 import torch
 from torch import nn
 
-from jacbench.errors import ConfigError
-from jacbench.model_checks import check_batched, first_output
-from jacbench.params import FlatParams
+from jacbench.core.errors import ConfigError
+from jacbench.core.model_checks import check_batched, first_output
+from jacbench.core.params import FlatParams
 
 WRT_CHOICES = ("input", "params")
 Fn = Callable[[torch.Tensor], torch.Tensor]

@@ -10,9 +10,9 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
-from jacbench.enums import LauncherKind
-from jacbench.errors import ConfigError, LaunchRefused
-from jacbench.launchers import launcher_kind
+from jacbench.core.enums import LauncherKind
+from jacbench.core.errors import ConfigError, LaunchRefused
+from jacbench.run.launchers import launcher_kind
 
 EXAMPLE_ANALYSIS = "jacbench.experiments.seed001:answer"
 

@@ -7,7 +7,7 @@ from collections.abc import Callable
 
 import torch
 
-from jacbench.errors import ConfigError
+from jacbench.core.errors import ConfigError
 
 
 def first_output(name: str, forward: Callable[[], object], dtype: torch.dtype) -> torch.Tensor:

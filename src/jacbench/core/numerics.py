@@ -6,8 +6,8 @@ from dataclasses import dataclass
 
 import torch
 
-from jacbench.errors import ConfigError
-from jacbench.strategy import Kind
+from jacbench.core.errors import ConfigError
+from jacbench.core.strategy import Kind
 
 DTYPES: dict[str, torch.dtype] = {
     "float32": torch.float32,

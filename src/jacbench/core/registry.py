@@ -13,12 +13,12 @@ from dataclasses import dataclass, field
 from importlib.metadata import EntryPoint, entry_points
 from typing import TYPE_CHECKING, Any
 
-from jacbench.errors import ConfigError
-from jacbench.strategy import StrategySpec
+from jacbench.core.errors import ConfigError
+from jacbench.core.strategy import StrategySpec
 
 if TYPE_CHECKING:
-    from jacbench.prepared import Prepared
-    from jacbench.problem import Problem
+    from jacbench.core.prepared import Prepared
+    from jacbench.core.problem import Problem
 
 GROUP = "jacbench.strategies"
 
@@ -87,7 +87,7 @@ def build_registry(eps: list[EntryPoint]) -> Registry:
         if not isinstance(spec, StrategySpec):
             registry.broken[name] = (
                 f"strategy {name!r} from package {package!r} points to {ep.value}, which is "
-                "not a strategy (decorate it with @jacbench.strategy.strategy)"
+                "not a strategy (decorate it with @jacbench.core.strategy.strategy)"
             )
             continue
         registry.strategies[name] = dataclasses.replace(spec, name=name)

@@ -29,20 +29,20 @@ from omegaconf import DictConfig, open_dict, read_write
 from rich.panel import Panel
 from rich.text import Text
 
-from jacbench.display import make_console, summary_table
-from jacbench.enums import LauncherKind, Status
-from jacbench.inputs import check_sweep, load_analysis, refusing
-from jacbench.launchers import launcher_kind
-from jacbench.orphans import watch_loky_workers
-from jacbench.recorders.mlflow_run import (
+from jacbench.core.enums import LauncherKind, Status
+from jacbench.record.mlflow_run import (
     ParentOutcome,
     Tracking,
     finish_parent_run,
     start_parent_run,
     ui_hint,
 )
-from jacbench.recorders.parquet import read_files, write_atomic, write_table
-from jacbench.result import SCHEMA
+from jacbench.record.parquet import read_files, write_atomic, write_table
+from jacbench.record.result import SCHEMA
+from jacbench.report.display import make_console, summary_table
+from jacbench.run.inputs import check_sweep, load_analysis, refusing
+from jacbench.run.launchers import launcher_kind
+from jacbench.run.orphans import watch_loky_workers
 
 STATE_DIR = ".jacbench"
 # Set in every job's environment (Hydra's hydra.job.env_set, under every launcher): which

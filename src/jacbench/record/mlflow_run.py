@@ -16,9 +16,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, TypeVar
 
-from jacbench.enums import Status
-from jacbench.recorders.mlflow_db import ready_store
-from jacbench.result import Result
+from jacbench.core.enums import Status
+from jacbench.record.mlflow_db import ready_store
+from jacbench.record.result import Result
 
 os.environ.setdefault("MLFLOW_SUPPRESS_PRINTING_URL_TO_STDOUT", "true")
 # An unreachable tracking server should cost seconds per job, not minutes of back-off.

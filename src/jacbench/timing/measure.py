@@ -18,9 +18,9 @@ from dataclasses import dataclass
 import torch
 from torch.utils import benchmark
 
-from jacbench.config import TimingConfig
-from jacbench.interrupt import check as check_interrupt
-from jacbench.prepared import Prepared
+from jacbench.core.interrupt import check as check_interrupt
+from jacbench.core.prepared import Prepared
+from jacbench.timing.config import TimingConfig
 
 log = logging.getLogger("jacbench")
 LONG_TIMING_S = 5.0  # a timing this long says so first: a user then knows the job is alive

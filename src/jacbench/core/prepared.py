@@ -13,7 +13,7 @@ from dataclasses import dataclass, field
 
 import torch
 
-from jacbench.errors import PointMismatch
+from jacbench.core.errors import PointMismatch
 
 JacobianFn = Callable[[torch.Tensor], torch.Tensor]
 

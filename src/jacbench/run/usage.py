@@ -17,7 +17,7 @@ from collections.abc import Iterator
 import yaml
 from omegaconf.errors import ConfigAttributeError, ConfigKeyError, OmegaConfBaseException
 
-from jacbench.errors import ConfigError, LaunchRefused
+from jacbench.core.errors import ConfigError, LaunchRefused
 
 FULL_ERROR = "HYDRA_FULL_ERROR"
 INTERRUPTED = 130  # the shell's code for a process ended by SIGINT

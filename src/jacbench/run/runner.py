@@ -21,18 +21,18 @@ from typing import Any
 import torch
 from omegaconf import DictConfig
 
-from jacbench.config import JobSpec, config_hash, job_labels, make_job
-from jacbench.errors import ConfigError, StrategySkip
-from jacbench.interrupt import check as check_interrupt
-from jacbench.interrupt import raise_if_interrupt
-from jacbench.measure import first_call, measure_memory, time_steady_state, torch_threads
-from jacbench.memory_budget import check_fits
-from jacbench.numerics import compare, judged_tolerance
-from jacbench.problem import Problem, build_problem
-from jacbench.reference import Reference, References
-from jacbench.registry import Registry
-from jacbench.result import Result, Status
-from jacbench.strategy import Mode
+from jacbench.core.errors import ConfigError, StrategySkip
+from jacbench.core.interrupt import check as check_interrupt
+from jacbench.core.interrupt import raise_if_interrupt
+from jacbench.core.memory_budget import check_fits
+from jacbench.core.numerics import compare, judged_tolerance
+from jacbench.core.problem import Problem, build_problem
+from jacbench.core.reference import Reference, References
+from jacbench.core.registry import Registry
+from jacbench.core.strategy import Mode
+from jacbench.record.result import Result, Status
+from jacbench.run.config import JobSpec, config_hash, job_labels, make_job
+from jacbench.timing.measure import first_call, measure_memory, time_steady_state, torch_threads
 
 
 @functools.cache

@@ -14,22 +14,22 @@ from hydra.types import RunMode
 from omegaconf import DictConfig
 from rich.console import Console
 
-from jacbench.claims import claimed
-from jacbench.config import conf_dir, config_hash, register_configs
-from jacbench.display import make_console, print_result
-from jacbench.enums import LauncherKind
-from jacbench.inputs import check_results_dir, refusing
-from jacbench.interrupt import watched
-from jacbench.launchers import launcher_kind
-from jacbench.orphans import exit_with
-from jacbench.recorders.mlflow_run import Tracking, log_row
-from jacbench.recorders.parquet import find_done_result, write_result
-from jacbench.registry import load_registry
-from jacbench.result import Result
-from jacbench.resume import count_as_done, results_dir
-from jacbench.runner import execute
-from jacbench.sweep import SweepState, close_open_sweep, current_sweep, job_record
-from jacbench.usage import reported
+from jacbench.core.enums import LauncherKind
+from jacbench.core.interrupt import watched
+from jacbench.core.registry import load_registry
+from jacbench.record.mlflow_run import Tracking, log_row
+from jacbench.record.parquet import find_done_result, write_result
+from jacbench.record.result import Result
+from jacbench.report.display import make_console, print_result
+from jacbench.run.claims import claimed
+from jacbench.run.config import conf_dir, config_hash, register_configs
+from jacbench.run.inputs import check_results_dir, refusing
+from jacbench.run.launchers import launcher_kind
+from jacbench.run.orphans import exit_with
+from jacbench.run.resume import count_as_done, results_dir
+from jacbench.run.runner import execute
+from jacbench.run.sweep import SweepState, close_open_sweep, current_sweep, job_record
+from jacbench.run.usage import reported
 
 log = logging.getLogger("jacbench")
 REGISTRY = load_registry()

@@ -15,12 +15,12 @@ from typing import TYPE_CHECKING, Any
 
 import torch
 
-from jacbench.enums import Kind, Mode
-from jacbench.errors import ConfigError, StrategySkip
-from jacbench.prepared import Declared, JacobianFn, Prepared, PrepInfo
+from jacbench.core.enums import Kind, Mode
+from jacbench.core.errors import ConfigError, StrategySkip
+from jacbench.core.prepared import Declared, JacobianFn, Prepared, PrepInfo
 
 if TYPE_CHECKING:
-    from jacbench.problem import Problem
+    from jacbench.core.problem import Problem
 
 __all__ = [
     "Declared",

@@ -1,0 +1,2 @@
+"""The contract: problems, strategies, prepared Jacobians, the registry, references, numerics
+and sparsity."""

@@ -1,0 +1,96 @@
+"""``python -m jacbench.sync [RESULTS]``: log an MLflow run for every result row recorded
+while tracking was down (``mlflow_run_id`` empty), and write the new run id into the row.
+
+The parquet rows are the source of truth; this only catches MLflow up with them, through
+the same recorder the jobs use. Each file is rewritten atomically, so a sweep reading the
+folder meanwhile sees the old row or the new one, never a torn file. Every run carries its
+row's job id (tag ``jacbench.job_id``), so a sync that logged a run but could not write the
+id back finds that run next time instead of logging the job twice.
+"""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import sys
+from pathlib import Path
+
+import pyarrow as pa
+
+from jacbench.record.mlflow_run import Tracking, log_row, logged_run
+from jacbench.record.parquet import read_one, write_atomic
+from jacbench.record.result import SCHEMA, Result
+
+
+class TrackingDown(Exception):
+    """MLflow failed: every later row would fail the same way."""
+
+
+def row_result(table: pa.Table) -> Result:
+    """The file's (first) row as a Result; columns an older file lacks are empty."""
+    row = table.slice(0, 1).to_pylist()[0]
+    return Result(**{f.name: row.get(f.name) for f in dataclasses.fields(Result)})
+
+
+def sync_file(path: Path, tracking: Tracking) -> str:
+    """Log the file's row if it has no run yet and record the run id; returns the new id
+    ("" when the row already had one or the file cannot be read)."""
+    table = read_one(path)
+    if table is None or len(table) == 0:
+        return ""
+    result = row_result(table)
+    if result.mlflow_run_id:
+        return ""
+    try:
+        run_id = logged_run(tracking, result.job_id)
+    except Exception as exc:
+        raise TrackingDown(f"{type(exc).__name__}: {exc}") from exc
+    run_id = run_id or log_row(result, tracking)  # a failure here is this row's
+    updated = dataclasses.replace(result, mlflow_run_id=run_id)
+    write_atomic(path, pa.Table.from_pylist([dataclasses.asdict(updated)], schema=SCHEMA))
+    return run_id
+
+
+def one_line(exc: Exception) -> str:
+    return " ".join(str(exc).split())[:300]
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(
+        prog="python -m jacbench.sync",
+        description="Log MLflow runs for result rows recorded while tracking was down.",
+    )
+    parser.add_argument("results", nargs="?", type=Path, default=Path("results"))
+    parser.add_argument(
+        "--tracking-uri",
+        default=None,
+        help="default: $MLFLOW_TRACKING_URI, else sqlite:///<this folder>/mlflow.db",
+    )
+    parser.add_argument("--experiment", default="jacbench")
+    args = parser.parse_args(argv)
+    if not args.results.is_dir():
+        parser.error(f"{args.results} is not a folder of jacbench results")
+    tracking = Tracking.resolve(Path.cwd(), args.tracking_uri, args.experiment)
+    paths = sorted(args.results.glob("*.parquet"))
+    logged = failed = 0
+    for done, path in enumerate(paths):
+        try:
+            logged += bool(sync_file(path, tracking))
+        except TrackingDown as exc:
+            print(
+                f"jacbench: MLflow tracking failed ({tracking.uri}): {one_line(exc)}; "
+                f"{len(paths) - done} file(s) not checked: run python -m jacbench.sync "
+                "again when tracking is back",
+                file=sys.stderr,
+            )
+            failed += 1
+            break
+        except OSError as exc:  # the run is logged; the next sync finds it by job id
+            failed += 1
+            print(f"jacbench: {path}: run id not written ({one_line(exc)})", file=sys.stderr)
+        except Exception as exc:  # a row MLflow refused (e.g. of an older jacbench)
+            failed += 1
+            what = f"{type(exc).__name__}: {one_line(exc)}"
+            print(f"jacbench: {path}: no MLflow run logged ({what})", file=sys.stderr)
+    print(f"{logged} row(s) without an MLflow run now have one in {tracking.uri}")
+    return 1 if failed else 0

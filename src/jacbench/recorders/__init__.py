@@ -1,1 +1,0 @@
-"""Where Results go: parquet files (the source of truth) and MLflow runs."""
