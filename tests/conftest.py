@@ -279,6 +279,12 @@ def make_result(**changes) -> Result:
         started_at=datetime(2026, 1, 2, 3, 4, 5, tzinfo=timezone.utc),
     )
     base.update(changes)
+    median = base["time_median_s"]
+    if median is not None and "n_blocks" not in changes:  # a settled timing: 10 blocks, +-2%
+        interval = {"median_s": median, "ci_low_s": median * 0.98, "ci_high_s": median * 1.02}
+        base.update({f"time_{k}": v for k, v in interval.items() if k != "median_s"})
+        base.update({f"cpu_{k}": v for k, v in interval.items()})
+        base.update(n_blocks=10, cpu_wall_ratio=1.0, load_avg_1m=0.5)
     return Result(**base)
 
 

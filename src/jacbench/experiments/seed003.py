@@ -7,7 +7,8 @@ import pandas as pd
 
 from jacbench.core.enums import Kind
 from jacbench.experiments import jacobian, ok_rows, table
-from jacbench.timing.noise import unsettled
+from jacbench.report.display import ratio_text, time_text
+from jacbench.timing.rule import unsettled
 
 
 def answer(rows: pd.DataFrame) -> str:
@@ -15,21 +16,24 @@ def answer(rows: pd.DataFrame) -> str:
     if rows.empty:
         return "seed003: no rows recorded."
     loop = rows[rows["strategy"] == "autograd_loop"]
-    base = float(loop["time_median_s"].iloc[0]) if not loop.empty else float("nan")
+    base = loop.iloc[0] if not loop.empty else None
     lines = [
         [
             r["strategy"],
             r["dtype"],
             "yes" if r["within_tol"] else "NO (wrong)",
             f"{r['rel_err']:.1e}",
-            f"{r['time_median_s'] * 1e6:.1f}",
-            f"{r['time_median_s'] / base:.2f}",
+            time_text(r),
+            "-" if base is None else ratio_text(r, base),
         ]
         for _, r in rows.iterrows()
     ]
     text = [
         "seed003: q in R^2 -> cat([2q, 4q*q]), Jacobian 4x2",
-        table(["strategy", "dtype", "correct", "rel_err", "median [us]", "time / loop"], lines),
+        table(
+            ["strategy", "dtype", "correct", "rel_err", "median [95% interval]", "time / loop"],
+            lines,
+        ),
     ]
     naive = rows[rows["strategy"] == "naive_single_grad"]
     correct = rows[rows["within_tol"].astype(bool) & (rows["strategy_kind"] == Kind.EXACT)]
@@ -41,7 +45,7 @@ def answer(rows: pd.DataFrame) -> str:
         )
     fastest = correct.iloc[0]["strategy"] if not correct.empty else "?"
     if len(correct) > 1 and (why := unsettled(correct.iloc[0], correct.iloc[1])):
-        fastest += f" (not settled: {why}; {correct.iloc[1]['strategy']} is as fast)"
+        fastest += f" (not settled against {correct.iloc[1]['strategy']}: {why})"
     text.append(
         "Answer: grad(outputs, inputs) adds up the contributions of all outputs to each input "
         "(it computes the vector-Jacobian product with a vector of ones), so asking once for "

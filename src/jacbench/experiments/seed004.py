@@ -7,7 +7,9 @@ import pandas as pd
 
 from jacbench.core.enums import Kind
 from jacbench.experiments import ok_rows, table
-from jacbench.timing.noise import unsettled
+from jacbench.report.analysis import disagreement
+from jacbench.report.display import ratio_text, time_text
+from jacbench.timing.rule import unsettled
 
 BASELINE = "fd_forward_loop"  # the thread's baseline: one forward pass per parameter
 
@@ -20,15 +22,15 @@ def answer(rows: pd.DataFrame) -> str:
         base = group[group["strategy"] == BASELINE]
         if base.empty:
             continue
-        t0 = float(base["time_median_s"].iloc[0])
+        t0 = base.iloc[0]
         n, m = int(group["n_in"].iloc[0]), int(group["n_out"].iloc[0])
         lines = [
             [
                 r["strategy"],
                 r["strategy_kind"],
                 r["strategy_mode"],
-                f"{r['time_median_s'] * 1e3:.3f}",
-                f"{r['time_median_s'] / t0:.2f}",
+                time_text(r),
+                ratio_text(r, t0),
                 f"{r['rel_err']:.1e}",
                 "yes" if r["within_tol"] else "NO",
             ]
@@ -42,7 +44,7 @@ def answer(rows: pd.DataFrame) -> str:
                     "strategy",
                     "kind",
                     "mode",
-                    "median [ms]",
+                    "median [95% interval]",
                     f"time / {BASELINE}",
                     "rel_err",
                     "within tol",
@@ -52,28 +54,30 @@ def answer(rows: pd.DataFrame) -> str:
         ]
         functional = group[group["strategy"] == "functional"]
         if not functional.empty:
-            ratio = float(functional["time_median_s"].iloc[0]) / t0
-            text.append(f"functional / {BASELINE} = {ratio:.1f}x (the thread: 7-8x)")
+            ratio = ratio_text(functional.iloc[0], t0)
+            text.append(f"functional / {BASELINE} = {ratio} (the thread: 7-8x)")
         if not exact.empty:
             best = exact.iloc[0]
             mode = f"{best['strategy_mode']} mode"
             if best["chosen_strategy"]:
                 mode = f"auto chose {best['chosen_strategy']}"
-            modes = exact.groupby("strategy_mode")["time_median_s"].min()
-            fwd, rev = modes.get("forward"), modes.get("reverse")
+            fastest = exact.groupby("strategy_mode").head(1).set_index("strategy_mode")
             line = (
                 f"fastest exact: {best['strategy']} ({mode}), "
-                f"{best['time_median_s'] / t0:.2f}x the forward-difference loop"
+                f"{ratio_text(best, t0)} x the forward-difference loop"
             )
-            if fwd is not None and rev is not None:
-                line += f"; best forward / best reverse = {fwd / rev:.2f}"
+            if {"forward", "reverse"} <= set(fastest.index):
+                ratio = ratio_text(fastest.loc["forward"], fastest.loc["reverse"])
+                line += f"; best forward / best reverse = {ratio}"
             batched = group[group["strategy"] == "fd_forward"]
             if not batched.empty:
-                share = float(batched["time_median_s"].iloc[0]) / t0
-                line += f"; the batched forward difference takes {share:.2f}x the loop"
-            if len(exact) > 1 and (why := unsettled(best, exact.iloc[1])):
-                line += f"; not settled against {exact.iloc[1]['strategy']}: {why}"
-                mode += f", tied with {exact.iloc[1]['strategy']} within the noise"
+                share = ratio_text(batched.iloc[0], t0)
+                line += f"; the batched forward difference takes {share} x the loop"
+            if len(exact) > 1:
+                runner = exact.iloc[1]
+                if why := disagreement(best, runner) or unsettled(best, runner):
+                    line += f"; not settled against {runner['strategy']}: {why}"
+                    mode += f", not settled against {runner['strategy']}"
             text.append(line)
             winners.append(f"{model} (M/N = {m / n:.1f}): {best['strategy']} ({mode})")
         text.append("")

@@ -55,6 +55,22 @@ class Result:
     # torch.utils.benchmark's warning when the IQR exceeds 10% of the median (the timing is
     # noisy: an order decided by it is not settled); empty when the spread is small
     timing_warning: str = ""
+    # What the median was measured from (jacbench.timing.measure): the per-call time of each
+    # timed block (wall and process CPU), their count, and the confidence interval of the
+    # median that the rule for "A beats B" compares (jacbench.timing.rule)
+    n_blocks: int | None = None
+    time_ci_low_s: float | None = None
+    time_ci_high_s: float | None = None
+    time_blocks_s: list[float] | None = None
+    cpu_blocks_s: list[float] | None = None
+    # the same for process CPU time per call, which a busy machine hardly moves (compare)
+    cpu_median_s: float | None = None
+    cpu_ci_low_s: float | None = None
+    cpu_ci_high_s: float | None = None
+    # the machine's load while timing: CPU / wall of the timed blocks (well below the threads
+    # used = the job waited for a core) and the 1-minute load average
+    cpu_wall_ratio: float | None = None
+    load_avg_1m: float | None = None
     first_call_s: float | None = None  # prepare plus the first call
     threads: int = 1
     measure_s: float | None = None  # wall time running the strategy (first call, timing, memory)

@@ -9,13 +9,14 @@ import pandas as pd
 from jacbench.core.enums import Kind, Status
 from jacbench.report.display import cell, time_text, verdict_text
 from jacbench.report.problems import DEFAULT_STRATEGY, good, latest_ok
-from jacbench.timing.noise import is_noisy, unsettled
+from jacbench.timing.rule import Order, compare_times, settled_ratio, unsettled
 
 
-def default_time(rows: pd.DataFrame) -> float | None:
+def default_row(rows: pd.DataFrame) -> pd.Series | None:
+    """The latest ok row of the default strategy (``functional``), the speedups' baseline."""
     base = latest_ok(rows)
-    base = base[base["strategy"] == DEFAULT_STRATEGY]
-    return float(base["time_median_s"].min()) if len(base) else None
+    base = base[base["strategy"] == DEFAULT_STRATEGY].dropna(subset=["time_median_s"])
+    return base.sort_values("time_median_s").iloc[0] if len(base) else None
 
 
 HEADER = [
@@ -23,8 +24,7 @@ HEADER = [
     "kind",
     "mode",
     "status",
-    "median [s]",
-    "IQR [s]",
+    "median [95% interval]",
     f"speedup vs {DEFAULT_STRATEGY}",
     "err_eps",
     "within tol",
@@ -33,11 +33,11 @@ HEADER = [
 
 def problem_lines(rows: pd.DataFrame) -> list[list[str]]:
     """One line per measured strategy variant, fastest first."""
-    base = default_time(rows)
+    base = default_row(rows)
     ok = latest_ok(rows).sort_values("time_median_s")
     lines = []
     for _, r in ok.iterrows():
-        speedup = base / r["time_median_s"] if base and r["time_median_s"] > 0 else None
+        speedup = None if base is None else settled_ratio(base, r)
         colours = f" ({int(r['n_colors'])} colours)" if pd.notna(r["n_colors"]) else ""
         lines.append(
             [
@@ -45,14 +45,20 @@ def problem_lines(rows: pd.DataFrame) -> list[list[str]]:
                 str(r["strategy_kind"]),
                 str(r["strategy_mode"] or "-"),
                 "ok",
-                time_text(r["time_median_s"], r["timing_warning"]),
-                cell(r["time_iqr_s"], ".1e"),
-                cell(speedup, ".2f") + ("x" if speedup else ""),
+                time_text(r),
+                _speedup_text(speedup, base is not None and r["strategy"] != DEFAULT_STRATEGY),
                 cell(r["err_eps"], ".3g"),
                 verdict_text(r["within_tol"]),
             ]
         )
     return lines
+
+
+def _speedup_text(speedup: float | None, compared: bool) -> str:
+    """``3.7x``, or "tied" where the rule cannot tell the two apart."""
+    if speedup is not None:
+        return f"{speedup:.3g}x"
+    return "tied" if compared else "-"
 
 
 def not_ok_lines(rows: pd.DataFrame) -> list[list[str]]:
@@ -61,15 +67,16 @@ def not_ok_lines(rows: pd.DataFrame) -> list[list[str]]:
 
 
 # Exact first: an approximate strategy is recommended over the fastest exact one only when it
-# is more than this many times faster and its own timing is not noisy. Below that, the speed
+# is more than this many times faster and the rule says it is faster. Below that, the speed
 # gained does not pay for the digits lost (finite differences keep about half of them).
 CLEARLY_FASTER = 1.5
 RULE = (
     "The fastest strategy within its dtype's tolerance (negative controls excluded), exact "
     f"first: an approximate one is picked only when more than {CLEARLY_FASTER}x faster than "
-    "the fastest exact one and its timing is not noisy; the other kind's fastest is shown as "
-    f"the alternative. Speedups are against `{DEFAULT_STRATEGY}` "
-    "(torch.autograd.functional.jacobian)."
+    "the fastest exact one and the rule says it is faster; the other kind's fastest is shown "
+    "as the alternative. A beats B only when the 95% confidence intervals of their median "
+    "times do not overlap; otherwise they are tied and no ratio is quoted. Speedups are "
+    f"against `{DEFAULT_STRATEGY}` (torch.autograd.functional.jacobian)."
 )
 
 
@@ -81,7 +88,11 @@ class Alternative:
     kind: str
     time: float
     err_eps: float | None
-    faster: float  # how many times faster the approximate one is than the exact one
+    faster: float | None  # how many times faster the approximate one is; None when tied
+
+    def ratio(self, word: str) -> str:
+        """``3.1x faster`` (or slower), or "tied" where the rule cannot tell them apart."""
+        return "tied" if self.faster is None else f"{self.faster:.3g}x {word}"
 
 
 @dataclass(frozen=True)
@@ -91,8 +102,9 @@ class Recommendation:
     best_time: float | None
     runner_up: str | None  # the next fastest of the pick's kind
     runner_up_slower: float | None  # runner-up time / best time
-    speedup_vs_default: float | None  # default (functional) time / best time
+    speedup_vs_default: float | None  # default (functional) time / best time, where settled
     unsettled: str = ""  # why the order of best and runner-up is not settled, if it is not
+    versus_default: str = ""  # why no speedup over the default is quoted, where it is not
     none_finished: str = ""  # when no job of the problem ended ok: what happened instead
     best_kind: str = ""
     best_err_eps: float | None = None
@@ -106,18 +118,19 @@ class Recommendation:
             return f"{self.problem}: no strategy was within tolerance."
         if self.unsettled:
             return (
-                f"{self.problem}: no settled winner: {self.unsettled}; {self.best} "
-                f"({self.best_time * 1e3:.3g} ms) and {self.runner_up} are within the noise "
-                "(re-run with a longer timing.min_run_time on a quiet machine)."
-                + self.alternative_sentence()
+                f"{self.problem}: no settled winner between {self.best} and {self.runner_up}: "
+                f"{self.unsettled} (re-run with a longer timing.min_run_time on a quiet "
+                "machine)." + self.alternative_sentence()
             )
         text = f"{self.problem}: use **{self.best}** ({self.best_time * 1e3:.3g} ms)"
         if self.best_kind == Kind.APPROXIMATE:
             text += f", approximate (err_eps {_eps_text(self.best_err_eps)})"
         if self.runner_up:
-            text += f"; runner-up {self.runner_up} ({self.runner_up_slower:.2f}x slower)"
+            text += f"; runner-up {self.runner_up} ({self.runner_up_slower:.3g}x slower)"
         if self.speedup_vs_default:
-            text += f"; {self.speedup_vs_default:.1f}x faster than {DEFAULT_STRATEGY}"
+            text += f"; {self.speedup_vs_default:.3g}x faster than {DEFAULT_STRATEGY}"
+        elif self.versus_default:
+            text += f"; {self.versus_default}"
         else:
             text += f"; {DEFAULT_STRATEGY} was not measured"
         return text + "." + self.alternative_sentence()
@@ -130,11 +143,11 @@ class Recommendation:
         if alt.kind == Kind.EXACT:
             return (
                 f" Exact alternative: {alt.name} ({alt.time * 1e3:.3g} ms, err_eps "
-                f"{_eps_text(alt.err_eps)}), {alt.faster:.2f}x slower; {self.why}."
+                f"{_eps_text(alt.err_eps)}), {alt.ratio('slower')}; {self.why}."
             )
         return (
             f" Approximate alternative: {alt.name} ({alt.time * 1e3:.3g} ms, err_eps "
-            f"{_eps_text(alt.err_eps)}), {alt.faster:.2f}x faster; {self.why}."
+            f"{_eps_text(alt.err_eps)}), {alt.ratio('faster')}; {self.why}."
         )
 
     def choice(self, with_alternative: bool = True) -> str:
@@ -147,8 +160,8 @@ class Recommendation:
         if alt is None or not with_alternative:
             return self.best
         if alt.kind == Kind.EXACT:
-            return f"{self.best} (approximate, {alt.faster:.1f}x faster than exact {alt.name})"
-        return f"{self.best} ({alt.name} is {alt.faster:.1f}x faster but approximate)"
+            return f"{self.best} (approximate, {alt.ratio('faster')} than exact {alt.name})"
+        return f"{self.best} ({alt.name} is {alt.ratio('faster')} but approximate)"
 
 
 def _eps_text(value: float | None) -> str:
@@ -166,15 +179,17 @@ def _exact_or_approximate(candidates: pd.DataFrame) -> tuple[pd.DataFrame, Alter
     faster = float(e["time_median_s"] / a["time_median_s"])
     if faster <= 1:
         return exact, None, ""
-    if faster > CLEARLY_FASTER and not is_noisy(a["timing_warning"]):
-        why = f"the approximate one is more than {CLEARLY_FASTER}x faster with a settled timing"
+    verdict = compare_times(a, e)
+    if faster > CLEARLY_FASTER and verdict.decided:
+        why = f"the approximate one is more than {CLEARLY_FASTER}x faster, and settled so"
         return approx, Alternative(str(e["label"]), Kind.EXACT, *_time_err(e), faster), why
     why = (
-        "its timing is noisy, so exact is kept"
-        if is_noisy(a["timing_warning"])
-        else f"exact is kept unless an approximate one is more than {CLEARLY_FASTER}x faster"
+        f"exact is kept unless an approximate one is more than {CLEARLY_FASTER}x faster"
+        if verdict.decided
+        else f"exact is kept: {verdict.text}"
     )
-    return exact, Alternative(str(a["label"]), Kind.APPROXIMATE, *_time_err(a), faster), why
+    settled = faster if verdict.decided else None
+    return exact, Alternative(str(a["label"]), Kind.APPROXIMATE, *_time_err(a), settled), why
 
 
 def _time_err(row: pd.Series) -> tuple[float, float | None]:
@@ -196,20 +211,67 @@ def recommend(problem: str, rows: pd.DataFrame) -> Recommendation:
     pool, alternative, why = _exact_or_approximate(candidates)
     best = pool.iloc[0]
     runner = pool.iloc[1] if len(pool) > 1 else None
-    base = default_time(rows)
+    base = default_row(rows)
+    speedup = None
+    if base is not None and base["label"] != best["label"]:
+        speedup = settled_ratio(base, best)
     return Recommendation(
         problem,
         str(best["label"]),
         float(best["time_median_s"]),
         None if runner is None else str(runner["label"]),
         None if runner is None else float(runner["time_median_s"] / best["time_median_s"]),
-        base / float(best["time_median_s"]) if base else None,
-        "" if runner is None else unsettled(best, runner),
+        speedup if speedup is not None and speedup > 1 else None,
+        "" if runner is None else disagreement(best, runner) or unsettled(best, runner),
+        versus_default=_versus_default(best, base, speedup),
         best_kind=str(best["strategy_kind"]),
         best_err_eps=_time_err(best)[1],
         alternative=alternative,
         why=why,
     )
+
+
+def _versus_default(best: pd.Series, base: pd.Series | None, speedup: float | None) -> str:
+    """What is said of the default where no speedup over it is quoted."""
+    if base is None or speedup is not None and speedup > 1:
+        return ""
+    if base["label"] == best["label"]:
+        return f"{DEFAULT_STRATEGY} is PyTorch's default itself"
+    return f"against {DEFAULT_STRATEGY}: {compare_times(best, base).text}"
+
+
+def _load(row: pd.Series) -> str:
+    cpu, load = row.get("cpu_wall_ratio"), row.get("load_avg_1m")
+    return f"CPU/wall {cell(cpu, '.2f')}, load average {cell(load, '.2f')}"
+
+
+def disagreement(a: pd.Series, b: pd.Series) -> str:
+    """Where one row is ``auto`` and the other the strategy it chose, the same code was timed
+    twice: if the rule tells the two times apart, the machine's load changed between them, and
+    the pair is reported as disagreeing instead of ranked. "" otherwise."""
+    auto, other = (a, b) if a["strategy"] == "auto" else (b, a)
+    if auto["strategy"] != "auto" or auto.get("chosen_strategy") != other["strategy"]:
+        return ""
+    verdict = compare_times(auto, other)
+    if not verdict.decided:
+        return ""
+    return (
+        f"the measurements disagree: auto ran {other['strategy']}, the same code, yet "
+        f"{verdict.text}; the machine's load changed between the two jobs (auto: "
+        f"{_load(auto)}; {other['strategy']}: {_load(other)}), so neither ranks above the other"
+    )
+
+
+def auto_disagreements(rows: pd.DataFrame) -> list[str]:
+    """``disagreement`` for every auto row of one problem whose chosen strategy was measured
+    too."""
+    ok = latest_ok(rows).dropna(subset=["time_median_s"])
+    found = []
+    for _, auto in ok[ok["strategy"] == "auto"].iterrows():
+        for _, chosen in ok[ok["strategy"] == auto["chosen_strategy"]].iterrows():
+            if text := disagreement(auto, chosen):
+                found.append(text)
+    return found
 
 
 def rules_of_thumb(problems: list[tuple[str, pd.DataFrame]]) -> list[str]:
@@ -218,14 +280,18 @@ def rules_of_thumb(problems: list[tuple[str, pd.DataFrame]]) -> list[str]:
     for _, rows in problems:
         exact = good(rows)
         exact = exact[exact["strategy_kind"] == Kind.EXACT]
-        modes = exact.groupby("strategy_mode")["time_median_s"].min()
-        if "forward" not in modes or "reverse" not in modes:
+        fastest = exact.sort_values("time_median_s").groupby("strategy_mode").head(1)
+        modes = fastest.set_index("strategy_mode")
+        if "forward" not in modes.index or "reverse" not in modes.index:
             continue
+        verdict = compare_times(modes.loc["forward"], modes.loc["reverse"])
+        if not verdict.decided:
+            continue  # tied, or without an interval: neither mode counts as the faster
         n, m = int(rows["n_in"].iloc[0]), int(rows["n_out"].iloc[0])
         if n == m:
             continue
         shape = "M > N" if m > n else "N > M"
-        tallies[shape]["forward" if modes["forward"] < modes["reverse"] else "reverse"] += 1
+        tallies[shape]["forward" if verdict.order == Order.FASTER else "reverse"] += 1
     rules = []
     for shape, count in tallies.items():
         total = count["forward"] + count["reverse"]

@@ -14,7 +14,10 @@ from jacbench.report.problems import normalise, problems
 from jacbench.report.render import Document
 
 CAPTIONS = {
-    "time_per_strategy": "Median time per Jacobian for each strategy and problem (bar: IQR)",
+    "time_per_strategy": (
+        "Median time per Jacobian for each strategy and problem (bar: 95% interval of the "
+        "median; colour and marker: exact or approximate; star: the recommended strategy)"
+    ),
     "accuracy_per_strategy": "Error in rounding units (err_eps) per strategy and dtype",
     "speed_vs_accuracy": "Speed against accuracy per problem, one named point per strategy",
     "fd_error_vs_eps": "Finite-difference error against the step eps",

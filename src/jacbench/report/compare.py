@@ -1,4 +1,5 @@
-"""What changed between two result sets: ratio of medians, flagged only beyond the spread."""
+"""What changed between two result sets: ratio of medians, flagged only where the rule tells
+the two times apart and the ratio is beyond ``THRESHOLD``."""
 
 from __future__ import annotations
 
@@ -11,6 +12,7 @@ from jacbench.core.enums import Status
 from jacbench.record.parquet import read_results
 from jacbench.report.problems import PROBLEM_KEYS, normalise
 from jacbench.report.render import markdown_table
+from jacbench.timing.rule import Basis, compare_intervals, interval_of
 
 MATCH_KEYS = [*PROBLEM_KEYS, "label"]
 
@@ -37,20 +39,56 @@ def match(before: pd.DataFrame, after: pd.DataFrame) -> pd.DataFrame:
     return pd.concat([by_hash, by_problem], ignore_index=True)
 
 
+# A change is flagged only when the rule tells the two times apart (their intervals do not
+# overlap) and the ratio is beyond this: on a shared machine the same code moves by up to
+# ~15% between runs even in CPU time (caches, frequency), which is not a change of the code.
+THRESHOLD = 1.25
+NO_INTERVAL = "no interval"
+
+
+def _basis(pair: pd.Series) -> Basis:
+    """CPU time where both rows have it on a CPU device (load hardly moves it), else wall."""
+    on_cpu = str(pair.get("device")) == "cpu"
+    have = all(_has(pair.get(f"cpu_median_s_{side}")) for side in ("before", "after"))
+    return Basis.CPU if on_cpu and have else Basis.WALL
+
+
+def _has(value: object) -> bool:
+    return value is not None and not pd.isna(value)
+
+
+def _side(pair: pd.Series, side: str) -> dict[str, object]:
+    """One side of a matched pair as a row of its own (its ``_before``/``_after`` columns)."""
+    suffix = f"_{side}"
+    return {k[: -len(suffix)]: v for k, v in pair.items() if str(k).endswith(suffix)}
+
+
+def judge(pair: pd.Series) -> tuple[str, float | None, str, str, str]:
+    """Flag, ratio (after / before), basis and both times' texts of one matched pair."""
+    basis = _basis(pair)
+    before = interval_of(_side(pair, "before"), "before", basis)
+    after = interval_of(_side(pair, "after"), "after", basis)
+    texts = [iv.text() if iv else NO_INTERVAL for iv in (before, after)]
+    if before is None or after is None:
+        return "unknown (no interval)", None, basis.name.lower(), *texts
+    ratio = after.median / before.median
+    verdict = compare_intervals(after, before)
+    if verdict.decided and max(ratio, 1 / ratio) > THRESHOLD:
+        return ("slower" if ratio > 1 else "faster"), ratio, basis.name.lower(), *texts
+    return "same", ratio, basis.name.lower(), *texts
+
+
 def compare(before: pd.DataFrame, after: pd.DataFrame) -> tuple[pd.DataFrame, float | None]:
-    """Each matched pair with ratio = after / before median and a flag that is set only when
-    the medians differ by more than the two IQRs together; and the geometric-mean ratio."""
+    """Each matched pair judged by the rule (``judge``), and the geometric-mean ratio of the
+    pairs that have one."""
     pairs = match(before, after)
     if pairs.empty:
         return pairs, None
-    t0, t1 = pairs["time_median_s_before"], pairs["time_median_s_after"]
-    spread = pairs["time_iqr_s_before"].fillna(0) + pairs["time_iqr_s_after"].fillna(0)
-    pairs["ratio"] = t1 / t0
-    pairs["flag"] = [
-        ("slower" if d > 0 else "faster") if abs(d) > s else "within noise"
-        for d, s in zip(t1 - t0, spread, strict=True)
-    ]
-    geomean = math.exp(sum(math.log(r) for r in pairs["ratio"]) / len(pairs))
+    judged = [judge(pair) for _, pair in pairs.iterrows()]
+    for i, column in enumerate(("flag", "ratio", "basis", "before_text", "after_text")):
+        pairs[column] = [j[i] for j in judged]
+    ratios = [r for r in pairs["ratio"] if r is not None and r > 0]
+    geomean = math.exp(sum(math.log(r) for r in ratios) / len(ratios)) if ratios else None
     return pairs, geomean
 
 
@@ -68,38 +106,41 @@ def compare_report(before_dir: Path, after_dir: Path, out: Path) -> tuple[Path, 
             [
                 r["label"],
                 f"{r['model']} N={r['n_in']} M={r['n_out']} {r['dtype']} {r['device']}",
-                f"{r['time_median_s_before']:.3e}",
-                f"{r['time_median_s_after']:.3e}",
-                f"{r['ratio']:.2f}",
+                f"{r['before_text']} (n={_blocks(r['n_blocks_before'])})",
+                f"{r['after_text']} (n={_blocks(r['n_blocks_after'])})",
+                "-" if r["ratio"] is None else f"{r['ratio']:.3g}",
                 r["flag"],
+                r["basis"],
                 r["matched_by"],
             ]
-            for _, r in pairs.sort_values("ratio", ascending=False).iterrows()
+            for _, r in pairs.sort_values("ratio", ascending=False, key=_sort_key).iterrows()
         ]
-        lines += [
-            markdown_table(
-                [
-                    "strategy",
-                    "problem",
-                    "before [s]",
-                    "after [s]",
-                    "after / before",
-                    "flag",
-                    "matched by",
-                ],
-                table,
-            ),
-            "",
-        ]
+        header = ["strategy", "problem", "before", "after", "after / before", "flag", "time"]
+        lines += [markdown_table([*header, "matched by"], table), ""]
         counts = pairs["flag"].value_counts().to_dict()
+        unsettled = {
+            side: int((pairs[f"{side}_text"] == NO_INTERVAL).sum()) for side in ("before", "after")
+        }
+        mean = "-" if geomean is None else f"{geomean:.3g}"
         lines.append(
-            f"Geometric-mean time ratio (after / before) over {len(pairs)} matched jobs: "
-            f"{geomean:.3f} ({1 / geomean:.2f}x speedup). Flags: "
+            f"{len(pairs)} matched jobs; flags: "
             + ", ".join(f"{v} {k}" for k, v in sorted(counts.items()))
-            + ". A change is flagged only where the medians differ by more than the two "
-            "IQRs together."
+            + f"; rows without an interval (unsettled): {unsettled['before']} before, "
+            f"{unsettled['after']} after. "
+            f"Geometric-mean time ratio (after / before): {mean}. "
+            f"A row is flagged faster or slower only where the 95% intervals of the two "
+            f"medians do not overlap and the ratio is beyond {THRESHOLD}x; times are CPU time "
+            "per call on CPU devices (a busy machine hardly moves it), wall time elsewhere."
         )
     text = "\n".join(lines) + "\n"
     path = out / "compare.md"
     path.write_text(text)
     return path, text
+
+
+def _blocks(value: object) -> str:
+    return "-" if not _has(value) else str(int(value))  # type: ignore[call-overload]
+
+
+def _sort_key(ratios: pd.Series) -> pd.Series:
+    return ratios.map(lambda r: -1.0 if r is None else float(r))

@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import dataclasses
 import sys
+from collections.abc import Mapping
 
 import pandas as pd
 from rich.console import Console
@@ -11,6 +13,7 @@ from rich.table import Table
 from jacbench.core.enums import Status
 from jacbench.record.result import Result
 from jacbench.timing.noise import is_noisy
+from jacbench.timing.rule import Order, compare_times, interval_of, settled_ratio
 
 
 def make_console() -> Console:
@@ -33,10 +36,29 @@ NOISY_LEGEND = (
 )
 
 
-def time_text(median: object, timing_warning: object) -> str:
-    """The median time, marked where torch.utils.benchmark found the spread too high."""
-    text = cell(median, ".3e")
-    return f"{text} {NOISY}" if is_noisy(timing_warning) else text
+def time_text(row: Mapping[str, object]) -> str:
+    """The median time with its confidence interval (``1.14 ms [1.10-1.20]``), or the bare
+    median marked "no interval" where the row has none; "(noisy)" where torch.utils.benchmark
+    found the spread too high."""
+    interval = interval_of(row)
+    if interval is not None:
+        text = interval.text()
+    elif row.get("time_median_s") is None or pd.isna(row.get("time_median_s")):
+        return "-"
+    else:
+        text = f"{float(row['time_median_s']) * 1e3:.3g} ms (no interval)"  # type: ignore[arg-type]
+    return f"{text} {NOISY}" if is_noisy(row.get("timing_warning")) else text
+
+
+def ratio_text(a: Mapping[str, object], b: Mapping[str, object]) -> str:
+    """A's time over B's (``3.7``) where the rule tells them apart, else "tied" (or "?" where
+    either has no interval): a ratio is never quoted from times the rule cannot order."""
+    if a.get("job_id") is not None and a.get("job_id") == b.get("job_id"):
+        return "1"  # the same row
+    ratio = settled_ratio(a, b)
+    if ratio is not None:
+        return f"{ratio:.3g}"
+    return "tied" if compare_times(a, b).order == Order.TIED else "?"
 
 
 def verdict_text(within_tol: object) -> str:
@@ -104,12 +126,22 @@ def _measured_rows(result: Result) -> list[tuple[str, str]]:
         rows.append(
             (
                 "median time",
-                f"{cell(result.time_median_s, '.3e')} s  (IQR {cell(result.time_iqr_s, '.1e')} s)"
+                f"{time_text(dataclasses.asdict(result))}  (95% interval of the median; "
+                f"IQR {cell(result.time_iqr_s, '.1e')} s)"
                 + (f"  [yellow]noisy: {result.timing_warning}[/]" if result.timing_warning else ""),
             )
         )
     if result.n_timed is not None:
-        rows.append(("timed calls", f"{result.n_timed}  ({result.threads} thread(s))"))
+        blocks = "" if result.n_blocks is None else f" in {result.n_blocks} blocks"
+        rows.append(("timed calls", f"{result.n_timed}{blocks}  ({result.threads} thread(s))"))
+    if result.cpu_wall_ratio is not None:
+        rows.append(
+            (
+                "machine load",
+                f"CPU/wall {result.cpu_wall_ratio:.2f} while timing, 1-min load average "
+                f"{cell(result.load_avg_1m, '.2f')}",
+            )
+        )
     if result.first_call_s is not None:
         rows.append(("first call", f"{result.first_call_s:.3e} s  (setup + first execution)"))
     if result.peak_mem_bytes is not None:
@@ -167,7 +199,7 @@ def summary_table(rows: pd.DataFrame, missing: list[int]) -> Table:
         "dtype",
         "device",
         "status",
-        "median time [s]",
+        "median time [95% interval]",
         "rel_err",
         "verdict",
         "note",
@@ -183,7 +215,7 @@ def summary_table(rows: pd.DataFrame, missing: list[int]) -> Table:
             str(row["dtype"]),
             str(row["device"]),
             f"[{STATUS_STYLE.get(status, '')}]{status}[/]",
-            time_text(row["time_median_s"], row.get("timing_warning")),
+            time_text(row),
             cell(row["rel_err"], ".2e"),
             verdict_text(row.get("within_tol")),
             note[:80],

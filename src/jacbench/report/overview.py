@@ -71,7 +71,7 @@ def overview(rows: pd.DataFrame, answer: str = "", sweep_line: str = "") -> Over
     rows, _ = normalise(rows)
     recs = [recommend(title, group) for title, group in problems(rows)]
     first = "**Recommended: " + headline(recs) + "**" if recs else "Nothing was recorded."
-    speedups = [f"{r.speedup_vs_default:.1f}x" for r in recs if r.speedup_vs_default]
+    speedups = [f"{r.speedup_vs_default:.3g}x" for r in recs if r.speedup_vs_default]
     if speedups:
         first += f" ({', '.join(speedups)} faster than `{DEFAULT_STRATEGY}`)"
     lines = [first, "", "## Recommendation per problem", ""]

@@ -19,6 +19,7 @@ from matplotlib.text import Text  # noqa: E402
 from matplotlib.transforms import Bbox  # noqa: E402
 
 from jacbench.core.enums import Kind, Mode, Status
+from jacbench.report.analysis import recommend  # noqa: E402
 from jacbench.report.problems import good, latest_ok  # noqa: E402
 
 ZERO_ERR = 1e-2  # err_eps of exactly 0 drawn here on a log axis
@@ -41,10 +42,28 @@ def _loglog(fig: Figure, ax, xlabel: str, ylabel: str, **legend) -> Figure:
     return fig
 
 
-def time_per_strategy(problems: list[tuple[str, pd.DataFrame]]) -> Figure | None:
-    """Median time of every ok strategy, per problem; bars span the IQR. One panel per
-    problem, each as tall as its number of strategies needs (equal panels cramp the big
-    problems), the figure widened for long strategy names."""
+KIND_MARKERS = {Kind.EXACT: "o", Kind.APPROXIMATE: "D", Kind.NEGATIVE_CONTROL: "x"}
+# machine epsilon per dtype name: the err_eps unit, for the tolerance lines (no torch here)
+DTYPE_EPS = {"float64": 2.0**-52, "float32": 2.0**-23, "float16": 2.0**-10, "bfloat16": 2.0**-7}
+
+
+def _interval_bars(rows: pd.DataFrame) -> np.ndarray:
+    """Left and right bar lengths: the 95% interval of the median (``jacbench.timing.rule``);
+    zero for rows without one (drawn hollow)."""
+    median = rows["time_median_s"].astype(float)
+    low = pd.to_numeric(rows.get("time_ci_low_s"), errors="coerce").fillna(median)
+    high = pd.to_numeric(rows.get("time_ci_high_s"), errors="coerce").fillna(median)
+    return np.vstack([(median - low).clip(lower=0), (high - median).clip(lower=0)])
+
+
+def time_per_strategy(
+    problems: list[tuple[str, pd.DataFrame]], picks: dict[str, str] | None = None
+) -> Figure | None:
+    """Median time of every ok strategy, per problem; bars span the 95% confidence interval
+    of the median, colour and marker tell exact from approximate, and the recommended
+    strategy (``picks``: problem title -> label) is starred. One panel per problem, each as
+    tall as its number of strategies needs, the figure widened for long strategy names."""
+    picks = picks or {}
     panels = [(t, latest_ok(r).sort_values("time_median_s")) for t, r in problems]
     panels = [(t, r) for t, r in panels if len(r)]
     if not panels:
@@ -60,24 +79,44 @@ def time_per_strategy(problems: list[tuple[str, pd.DataFrame]]) -> Figure | None
         layout="constrained",
     )
     for ax, (title, rows) in zip(axes[:, 0], panels, strict=True):
-        ax.errorbar(
-            rows["time_median_s"],
-            range(len(rows)),
-            xerr=rows["time_iqr_s"].fillna(0) / 2,
-            fmt="o",
-            capsize=3,
-            label="median (bar: IQR)",
-        )
-        ax.set_yticks(range(len(rows)), rows["label"], fontsize=8)
+        rows = rows.reset_index(drop=True)
+        bars = _interval_bars(rows)
+        for kind, group in rows.groupby("strategy_kind"):
+            index = group.index
+            ax.errorbar(
+                group["time_median_s"],
+                index,
+                xerr=bars[:, index],
+                fmt=KIND_MARKERS.get(kind, "o"),
+                color=KIND_COLORS.get(kind, "0.3"),
+                capsize=3,
+                label=f"{kind} (bar: 95% interval of the median)",
+            )
+        pick = rows.index[rows["label"] == picks.get(title)]
+        if len(pick):
+            ax.scatter(
+                rows.loc[pick, "time_median_s"],
+                pick,
+                marker="*",
+                s=160,
+                color="gold",
+                edgecolors="black",
+                zorder=3,
+                label="recommended",
+            )
+        names = [label + (" (pick)" if i in pick else "") for i, label in enumerate(rows["label"])]
+        ax.set_yticks(range(len(rows)), names, fontsize=8)
         ax.set_ylim(-0.6, len(rows) - 0.4)
         ax.set_xscale("log")
         ax.set_title(textwrap.fill(title, 80), fontsize=9)
         ax.set_xlabel("seconds per Jacobian", fontsize=8)
+        ax.legend(fontsize=7, loc="lower right")
     return fig
 
 
 def accuracy_per_strategy(rows: pd.DataFrame) -> Figure | None:
-    """err_eps (rounding units) per strategy, one series per dtype."""
+    """err_eps (rounding units) per strategy, one series per dtype, with each dtype's
+    tolerance as a line (dashed: exact; dotted: approximate)."""
     ok = rows[(rows["status"] == Status.OK) & rows["err_eps"].notna()]
     if ok.empty:
         return None
@@ -86,6 +125,19 @@ def accuracy_per_strategy(rows: pd.DataFrame) -> Figure | None:
     for dtype, group in ok.groupby("dtype"):
         x = [labels.index(label) for label in group["label"]]
         ax.scatter(x, group["err_eps"].clip(lower=ZERO_ERR), label=str(dtype), alpha=0.7)
+        eps = DTYPE_EPS.get(str(dtype))
+        for kind, style in ((Kind.EXACT, "--"), (Kind.APPROXIMATE, ":")):
+            tol = pd.to_numeric(group[group["strategy_kind"] == kind]["tolerance"])
+            if eps and tol.notna().any():
+                ax.axhline(float(tol.min()) / eps, ls=style, lw=0.8, color="0.4")
+                ax.annotate(
+                    f"{dtype} {kind} tolerance",
+                    (0, float(tol.min()) / eps),
+                    fontsize=7,
+                    xytext=(2, 2),
+                    textcoords="offset points",
+                    color="0.3",
+                )
     ax.set_xticks(range(len(labels)), labels, rotation=45, ha="right")
     ax.set_yscale("log")
     ax.set_ylabel(f"err_eps (rel_err / machine eps)\n0 drawn at {ZERO_ERR:g}")
@@ -322,8 +374,9 @@ def sparsity_pattern(rows: pd.DataFrame) -> Figure | None:
 
 
 def all_plots(rows: pd.DataFrame, problems: list[tuple[str, pd.DataFrame]]) -> dict[str, Figure]:
+    picks = {title: recommend(title, group).best or "" for title, group in problems}
     figures = {
-        "time_per_strategy": time_per_strategy(problems),
+        "time_per_strategy": time_per_strategy(problems, picks),
         "accuracy_per_strategy": accuracy_per_strategy(rows),
         "speed_vs_accuracy": speed_vs_accuracy(problems),
         "fd_error_vs_eps": fd_error_vs_eps(rows),

@@ -315,6 +315,23 @@ def close_parent(state: SweepState, outcome: ParentOutcome, console: Any) -> Non
         console.print(f"[bold yellow]could not close MLflow parent run: {exc}[/]")
 
 
+def reused_note(rows: Any) -> str:
+    """The rows the answer reused from an earlier command (resume), with when each was
+    measured: their times were taken under that command's machine load, not this one's."""
+    if "resumed" not in rows or not rows["resumed"].any():
+        return ""
+    reused = rows[rows["resumed"].astype(bool)]
+    when = [
+        f"{r['strategy']} {r['dtype']} ({r['model']}): measured "
+        f"{r['started_at']:%Y-%m-%d %H:%M} UTC"
+        for _, r in reused.iterrows()
+    ]
+    return (
+        f"\n\nReused from earlier commands ({len(when)} row(s), timed under that load, not "
+        "this sweep's; run with force=true to measure them again): " + "; ".join(when) + "."
+    )
+
+
 def answer_experiment(state: SweepState, rows: Any, console: Any) -> str:
     """Run the experiment's analysis on the recorded rows; print it and save it as
     answer.md (a fenced block, so markdown viewers keep its columns); returns the answer."""
@@ -323,6 +340,7 @@ def answer_experiment(state: SweepState, rows: Any, console: Any) -> str:
         answer = load_analysis(str(state.analysis))(rows)
     except Exception as exc:
         answer = f"The analysis {state.analysis} could not answer: {type(exc).__name__}: {exc}"
+    answer = answer.rstrip() + reused_note(rows)
     console.print(Panel(Text(answer), title="answer", expand=False))
     title = f"# Answer: {str(state.analysis).partition(':')[0].rpartition('.')[2]}"
     try:

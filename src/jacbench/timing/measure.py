@@ -10,6 +10,7 @@ from __future__ import annotations
 import contextlib
 import logging
 import os
+import statistics
 import sys
 import time
 from collections.abc import Callable, Iterator
@@ -21,9 +22,11 @@ from torch.utils import benchmark
 from jacbench.core.interrupt import check as check_interrupt
 from jacbench.core.prepared import Prepared
 from jacbench.timing.config import TimingConfig
+from jacbench.timing.rule import MIN_BLOCKS, median_interval
 
 log = logging.getLogger("jacbench")
 LONG_TIMING_S = 5.0  # a timing this long says so first: a user then knows the job is alive
+MAX_RUN_FACTOR = 3.0  # a noisy timing goes on for at most this many times min_run_time
 
 
 @contextlib.contextmanager
@@ -76,12 +79,24 @@ def first_call(prepare: Callable[[], Prepared], x: torch.Tensor, device: torch.d
 
 @dataclass(frozen=True)
 class Timing:
-    """Steady-state time of one call (``Result`` columns of the same names)."""
+    """Steady-state time of one call (``Result`` columns of the same names), with what it was
+    measured from: the per-call time of every timed block, so the spread can be rebuilt, and
+    the machine's load, which is what makes a timing move between runs."""
 
     time_median_s: float
     time_iqr_s: float
     n_timed: int
     timing_warning: str  # torch.utils.benchmark's spread warning, "" when there is none
+    n_blocks: int
+    time_ci_low_s: float  # confidence interval of the median (jacbench.timing.rule)
+    time_ci_high_s: float
+    time_blocks_s: list[float]  # wall time per call, one value per timed block
+    cpu_blocks_s: list[float]  # process CPU time per call in the same blocks
+    cpu_median_s: float  # CPU time per call: what compare reads, as load hardly moves it
+    cpu_ci_low_s: float
+    cpu_ci_high_s: float
+    cpu_wall_ratio: float  # CPU / wall over the timed blocks: well below threads = contention
+    load_avg_1m: float  # the machine's 1-minute load average at the end of timing
 
 
 def spread_warning(measurement: benchmark.Measurement) -> str:
@@ -91,17 +106,68 @@ def spread_warning(measurement: benchmark.Measurement) -> str:
     return " ".join(" ".join(measurement._warnings).replace("WARNING:", "").split())
 
 
+class _WallAndCpu:
+    """The timer handed to torch.utils.benchmark: returns wall time as usual and notes the
+    process CPU time beside it. timeit reads the timer exactly twice per block, so each block's
+    wall time (what benchmark returns) finds its CPU time by the pair it came from."""
+
+    def __init__(self) -> None:
+        self.cpu_of_block: dict[float, float] = {}
+        self._start: tuple[float, float] | None = None
+
+    def __call__(self) -> float:
+        wall, cpu = time.perf_counter(), time.process_time()
+        if self._start is None:
+            self._start = (wall, cpu)
+        else:
+            self.cpu_of_block[wall - self._start[0]] = cpu - self._start[1]
+            self._start = None
+        return wall
+
+
 def time_steady_state(prep: Prepared, x: torch.Tensor, timing: TimingConfig) -> Timing:
+    """torch.utils.benchmark's ``adaptive_autorange`` (blocks until the IQR is within 10% of
+    the median or ``MAX_RUN_FACTOR`` x ``min_run_time`` is spent), topped up to ``MIN_BLOCKS``
+    blocks so that every timing has a real spread (a single block has none)."""
     for _ in range(timing.warmup):
         prep(x)
+    clock = _WallAndCpu()
     timer = benchmark.Timer(
-        stmt="prep(x)", globals={"prep": prep, "x": x}, num_threads=timing.threads
+        stmt="prep(x)", globals={"prep": prep, "x": x}, num_threads=timing.threads, timer=clock
     )
     if timing.min_run_time >= LONG_TIMING_S:
         log.info("timing for at least %g s (Ctrl-C stops the job)", timing.min_run_time)
-    m = timer.blocked_autorange(callback=check_interrupt, min_run_time=timing.min_run_time)
-    n_timed = int(m.number_per_run * len(m.raw_times))
-    return Timing(float(m.median), float(m.iqr), n_timed, spread_warning(m))
+    m = timer.adaptive_autorange(
+        callback=check_interrupt,
+        min_run_time=timing.min_run_time,
+        max_run_time=MAX_RUN_FACTOR * timing.min_run_time,
+    )
+    walls = list(m.raw_times)  # seconds per block of m.number_per_run calls
+    while len(walls) < MIN_BLOCKS:
+        check_interrupt()
+        walls += timer.timeit(m.number_per_run).raw_times
+    m = benchmark.Measurement(m.number_per_run, walls, m.task_spec)
+    cpus = [clock.cpu_of_block.get(w, float("nan")) for w in walls]
+    per_call = [w / m.number_per_run for w in walls]
+    cpu_per_call = [c / m.number_per_run for c in cpus]
+    low, high = median_interval(per_call)
+    cpu_low, cpu_high = median_interval(cpu_per_call)
+    return Timing(
+        time_median_s=float(m.median),
+        time_iqr_s=float(m.iqr),
+        n_timed=int(m.number_per_run * len(walls)),
+        timing_warning=spread_warning(m),
+        n_blocks=len(walls),
+        time_ci_low_s=float(low),
+        time_ci_high_s=float(high),
+        time_blocks_s=per_call,
+        cpu_blocks_s=cpu_per_call,
+        cpu_median_s=statistics.median(cpu_per_call),
+        cpu_ci_low_s=float(cpu_low),
+        cpu_ci_high_s=float(cpu_high),
+        cpu_wall_ratio=float(sum(cpus) / sum(walls)),
+        load_avg_1m=float(os.getloadavg()[0]),
+    )
 
 
 @dataclass(frozen=True)

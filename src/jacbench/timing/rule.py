@@ -1,0 +1,163 @@
+"""The one rule for "A beats B": A's confidence interval of the median time lies wholly below
+B's. Overlapping intervals are a tie, and a time without an interval (fewer than
+``MIN_BLOCKS`` timed blocks, or a row from before blocks were kept) decides nothing.
+
+Every comparison jacbench prints (answers, report, recommendation, MLflow parent, compare)
+asks ``compare_times`` here. A leaf module (no torch, no pandas) so readers of results and the
+timer share it.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from enum import Enum
+
+MIN_BLOCKS = 6  # timed blocks per job: with 6, [min, max] is a 97% interval of the median
+CONFIDENCE = 0.95  # at least this coverage for the interval of the median
+
+
+def _binom_cdf(k: int, n: int) -> float:
+    """P(X <= k) for X ~ Binomial(n, 1/2)."""
+    return sum(math.comb(n, i) for i in range(k + 1)) / 2**n
+
+
+def median_interval(values: Sequence[float]) -> tuple[float, float]:
+    """Distribution-free confidence interval of the median (order statistics, binomial
+    ranks): no assumption about how block times are spread, which on a loaded machine is
+    anything but normal. Needs ``MIN_BLOCKS`` values or more for ``CONFIDENCE``."""
+    xs = sorted(values)
+    n = len(xs)
+    if n == 0:
+        raise ValueError("no times to take an interval of")
+    # [x_(k), x_(n-k+1)] covers the median with 1 - 2 P(X <= k-1): the largest k that keeps it
+    k = 1
+    while 2 * _binom_cdf(k, n) <= 1 - CONFIDENCE:
+        k += 1
+    return xs[k - 1], xs[n - k]
+
+
+class Order(str, Enum):
+    """How A stands against B."""
+
+    FASTER = "faster"
+    SLOWER = "slower"
+    TIED = "tied"
+    UNKNOWN = "unknown"  # one of them has no interval: nothing can be said
+
+
+@dataclass(frozen=True)
+class Interval:
+    """A median time with its confidence interval, in seconds."""
+
+    name: str
+    median: float
+    low: float
+    high: float
+    n_blocks: int
+
+    def text(self) -> str:
+        """``1.14 ms [1.10-1.20]``: the median and its interval, in one unit."""
+        unit, scale = _unit(self.median)
+        median, low, high = (_digits(v * scale) for v in (self.median, self.low, self.high))
+        return f"{median} {unit} [{low}-{high}]"
+
+
+def _digits(value: float) -> str:
+    """Three significant digits, never in exponent form (1040, not 1.04e+03)."""
+    return f"{value:.0f}" if abs(value) >= 100 else f"{value:.3g}"
+
+
+def _unit(seconds: float) -> tuple[str, float]:
+    for unit, scale in (("s", 1.0), ("ms", 1e3), ("us", 1e6)):
+        if abs(seconds) * scale >= 1:
+            return unit, scale
+    return "ns", 1e9
+
+
+def _number(value: object) -> float | None:
+    try:
+        number = float(value)  # type: ignore[arg-type]
+    except (TypeError, ValueError):
+        return None
+    return number if math.isfinite(number) else None
+
+
+class Basis(str, Enum):
+    """Which time is compared: wall time (what a user waits) or process CPU time (what the
+    code costs; a busy machine hardly moves it, so runs made at different times compare)."""
+
+    WALL = "time"
+    CPU = "cpu"
+
+
+def interval_of(
+    row: Mapping[str, object], name: str | None = None, basis: Basis = Basis.WALL
+) -> Interval | None:
+    """The interval recorded in a result row (a dict or a pandas Series), or None where the row
+    has none: fewer than ``MIN_BLOCKS`` blocks, or an older row without blocks."""
+    label = name or str(row.get("label") or row.get("strategy") or "?")
+    median = _number(row.get(f"{basis.value}_median_s"))
+    low = _number(row.get(f"{basis.value}_ci_low_s"))
+    high = _number(row.get(f"{basis.value}_ci_high_s"))
+    blocks = _number(row.get("n_blocks"))
+    if median is None or low is None or high is None or blocks is None:
+        return None
+    if blocks < MIN_BLOCKS or not low <= median <= high:
+        return None
+    return Interval(label, median, low, high, int(blocks))
+
+
+@dataclass(frozen=True)
+class Comparison:
+    """A against B by the rule, and the sentence that says so with both intervals."""
+
+    order: Order
+    text: str
+
+    @property
+    def decided(self) -> bool:
+        return self.order in (Order.FASTER, Order.SLOWER)
+
+
+def compare_intervals(a: Interval, b: Interval) -> Comparison:
+    """The rule itself: A beats B when A's interval lies wholly below B's."""
+    both = f"{a.name} {a.text()} vs {b.name} {b.text()}"
+    if a.high < b.low:
+        return Comparison(Order.FASTER, f"{a.name} is faster: {both}")
+    if b.high < a.low:
+        return Comparison(Order.SLOWER, f"{b.name} is faster: {both}")
+    return Comparison(Order.TIED, f"tied, the intervals overlap: {both}")
+
+
+def compare_times(a: Mapping[str, object], b: Mapping[str, object]) -> Comparison:
+    """Two result rows by the rule, named by their labels (or strategies)."""
+    ia, ib = interval_of(a), interval_of(b)
+    if ia is None or ib is None:
+        names = [
+            str(r.get("label") or r.get("strategy") or "?")
+            for r, iv in ((a, ia), (b, ib))
+            if iv is None
+        ]
+        return Comparison(
+            Order.UNKNOWN,
+            f"no confidence interval for {' and '.join(names)} (fewer than {MIN_BLOCKS} "
+            "timed blocks): their order is not known",
+        )
+    return compare_intervals(ia, ib)
+
+
+def settled_ratio(a: Mapping[str, object], b: Mapping[str, object]) -> float | None:
+    """A's median over B's where the rule tells them apart; None where it does not, so that no
+    ratio is ever quoted from a tie or from a time without a spread."""
+    if not compare_times(a, b).decided:
+        return None
+    return float(a["time_median_s"]) / float(b["time_median_s"])  # type: ignore[arg-type]
+
+
+def unsettled(best: Mapping[str, object], runner: Mapping[str, object]) -> str:
+    """Why ``best`` (the lower median) is not shown to beat ``runner`` by the rule: the tie or
+    the missing interval, with both figures; "" when the rule says it is faster."""
+    verdict = compare_times(best, runner)
+    return "" if verdict.order == Order.FASTER else verdict.text

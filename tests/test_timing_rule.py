@@ -1,0 +1,251 @@
+"""Timing that knows its spread and the one rule for "A beats B" (issue 26): every job times at
+least MIN_BLOCKS blocks and keeps them, a time without an interval decides nothing, and the
+answers, report, recommendation, parent run and compare all follow the rule."""
+
+from __future__ import annotations
+
+import random
+import statistics
+
+import pandas as pd
+import pytest
+import torch
+from torch.utils import benchmark
+
+from conftest import make_result
+from jacbench.experiments import seed003, seed004
+from jacbench.report.analysis import problem_lines, recommend
+from jacbench.report.build import write_report
+from jacbench.report.compare import compare
+from jacbench.report.display import NOISY, summary_table
+from jacbench.report.overview import overview
+from jacbench.report.problems import normalise, problems
+from jacbench.timing.config import TimingConfig
+from jacbench.timing.measure import spread_warning, time_steady_state
+from jacbench.timing.rule import (
+    MIN_BLOCKS,
+    Order,
+    compare_times,
+    interval_of,
+    median_interval,
+)
+
+WARNING = "Interquartile range is 40.0% of the median measurement. This could indicate..."
+
+
+def measurement(times: list[float]) -> benchmark.Measurement:
+    return benchmark.Measurement(1, times, benchmark.utils.common.TaskSpec("f(x)", ""))
+
+
+def test_the_warning_column_is_torch_benchmarks_own_warning_on_one_line():
+    noisy = spread_warning(measurement([1.0, 1.5, 0.7, 1.2, 2.0, 0.5]))
+    assert noisy.startswith("Interquartile range is") and "% of the median" in noisy
+    assert "\n" not in noisy and "WARNING" not in noisy
+    assert spread_warning(measurement([1.0, 1.01, 0.99, 1.0, 1.0, 1.02])) == ""
+
+
+def test_the_median_interval_covers_the_median_as_often_as_it_says():
+    rng = random.Random(0)
+    for n in (MIN_BLOCKS, 10, 30):
+        covered = 0
+        for _ in range(2000):
+            blocks = [rng.lognormvariate(0, 0.5) for _ in range(n)]  # true median 1.0
+            low, high = median_interval(blocks)
+            covered += low <= 1.0 <= high
+        assert covered / 2000 >= 0.94, n
+
+
+def timed_row(name: str, median_ms: float, spread_ms: float, n: int = 10, **changes) -> dict:
+    """A result row whose interval comes from ``n`` real block times around the median (the
+    timer's own functions compute it), as a recorded row would carry it. ``cpu_ms``: the CPU
+    time per call (default: the wall time, as on an idle machine)."""
+    rng = random.Random(name)
+    blocks = [max(1e-6, (median_ms + rng.uniform(-spread_ms, spread_ms)) / 1e3) for _ in range(n)]
+    cpu_share = changes.pop("cpu_ms", median_ms) / median_ms
+    cpu_blocks = [b * cpu_share for b in blocks]
+    values = {
+        "strategy": name,
+        "time_iqr_s": 2 * spread_ms / 1e3,
+        "n_blocks": n,
+        "config_hash": name,
+        "job_id": f"{abs(hash(name)) % 10**16:016d}",
+    }
+    for basis, times in (("time", blocks), ("cpu", cpu_blocks)):
+        low, high = median_interval(times)
+        values.update(
+            {
+                f"{basis}_median_s": statistics.median(times),
+                f"{basis}_ci_low_s": low,
+                f"{basis}_ci_high_s": high,
+                f"{basis}_blocks_s": times,
+            }
+        )
+    values.update(changes)
+    return make_result(**values).__dict__
+
+
+def frame(*rows: dict) -> pd.DataFrame:
+    return normalise(pd.DataFrame(list(rows)))[0]
+
+
+def test_every_timing_keeps_at_least_min_blocks_even_when_one_call_outlasts_min_run_time():
+    # timing=quick (10 ms) on a call of ~20 ms: blocked_autorange returned one block here
+    slow = torch.randn(500, 500)
+
+    def call(x: torch.Tensor) -> torch.Tensor:
+        for _ in range(8):
+            x = torch.tanh(x @ slow)
+        return x
+
+    timing = time_steady_state(call, torch.randn(500, 500), TimingConfig(0.01, 0, 1))
+    assert timing.n_blocks >= MIN_BLOCKS and len(timing.time_blocks_s) == timing.n_blocks
+    assert timing.time_ci_low_s <= timing.time_median_s <= timing.time_ci_high_s
+    assert timing.time_ci_low_s < timing.time_ci_high_s  # a real spread, not a single block
+    assert len(timing.cpu_blocks_s) == timing.n_blocks and timing.cpu_median_s > 0
+    assert timing.cpu_wall_ratio > 0 and timing.load_avg_1m >= 0
+    assert interval_of(timing.__dict__, "call") is not None
+
+
+def test_a_time_with_one_block_is_never_settled():
+    one = timed_row("jacfwd", 1.0, 0.0, n=1)
+    other = timed_row("jacrev", 5.0, 0.1)
+    assert interval_of(one) is None
+    verdict = compare_times(one, other)
+    assert verdict.order == Order.UNKNOWN and "jacfwd" in verdict.text
+    ((title, group),) = problems(frame(one, other))
+    sentence = recommend(title, group).sentence()
+    assert "no settled winner" in sentence and "use **" not in sentence
+    assert "no confidence interval for jacfwd" in sentence
+
+
+def test_non_overlapping_intervals_beat_and_overlapping_ones_tie_with_both_intervals():
+    a, b = timed_row("jacfwd", 1.0, 0.05), timed_row("jacrev", 2.0, 0.05)
+    assert compare_times(a, b).order == Order.FASTER
+    assert compare_times(b, a).order == Order.SLOWER
+    c = timed_row("jacrev", 1.02, 0.05)
+    tie = compare_times(a, c)
+    assert tie.order == Order.TIED
+    assert tie.text.startswith("tied, the intervals overlap: jacfwd 1")
+    assert " vs jacrev " in tie.text and tie.text.count("[") == 2 and "e+" not in tie.text
+
+
+def test_seed003_names_the_faster_of_two_noisy_times_3_7x_apart():
+    # seed003 printed "functional_vectorized is as fast" for 0.311 +- 0.027 ms against
+    # 1.139 +- 0.406 ms: both noisy, yet 3.7x apart with intervals far from overlapping
+    common = {"model": "seed003_cat_poly", "dtype": "float32", "within_tol": True, "rel_err": 0}
+    rows = frame(
+        timed_row("functional_vectorized", 0.311, 0.027, timing_warning=WARNING, **common),
+        timed_row("grads_batched", 1.139, 0.406, timing_warning=WARNING, **common),
+        timed_row("autograd_loop", 2.5, 0.1, **common),
+    )
+    text = seed003.answer(rows)
+    assert "the fastest correct one here was functional_vectorized." in text
+    assert "as fast" not in text and "not settled" not in text
+
+
+def test_seed004_names_the_faster_strategy_and_quotes_no_ratio_from_a_tie():
+    # seed004 printed "tied ... within the noise" for 1.14 ms against 2.55 ms
+    common = {"model": "seed004_lm", "n_in": 84, "n_out": 576, "within_tol": True}
+    rows = frame(
+        timed_row("jacfwd_compiled", 1.14, 0.05, timing_warning=WARNING, **common),
+        timed_row("jacfwd", 2.55, 0.6, timing_warning=WARNING, strategy_mode="forward", **common),
+        timed_row("fd_forward_loop", 2.6, 0.6, strategy_kind="approximate", **common),
+        timed_row("functional", 12.0, 0.5, strategy_mode="reverse", **common),
+    )
+    text = seed004.answer(rows)
+    line = next(x for x in text.splitlines() if x.startswith("fastest exact"))
+    assert line.startswith("fastest exact: jacfwd_compiled") and "not settled" not in line
+    assert "functional / fd_forward_loop = 4.6" in text
+    # jacfwd and the loop overlap: their ratio is "tied", never a number
+    table = next(x for x in text.splitlines() if x.startswith("jacfwd "))
+    assert table.split()[-3] == "tied"
+
+
+def test_auto_and_the_strategy_it_chose_disagreeing_are_reported_not_ranked():
+    # a preset measured auto 3.2x faster than jacfwd_compiled, the strategy auto chose
+    common = {"model": "seed004_lm", "n_in": 84, "n_out": 576, "within_tol": True}
+    rows = frame(
+        timed_row("auto", 1.07, 0.05, chosen_strategy="jacfwd_compiled", load_avg_1m=0.4, **common),
+        timed_row("jacfwd_compiled", 3.46, 0.1, load_avg_1m=3.5, **common),
+        timed_row("fd_forward_loop", 9.0, 0.1, strategy_kind="approximate", **common),
+    )
+    ((title, group),) = problems(rows)
+    sentence = recommend(title, group).sentence()
+    assert "the measurements disagree" in sentence and "use **" not in sentence
+    assert "load average 0.40" in sentence and "load average 3.50" in sentence
+    assert "the measurements disagree" in seed004.answer(rows)
+
+
+def test_a_plain_sweep_names_a_winner_2x_apart_despite_a_large_iqr():
+    # "jacrev (2.51 ms) and jacfwd are within the noise" for a 2.97 ms gap, 0.48 ms spread
+    rows = frame(timed_row("jacrev", 2.51, 0.48), timed_row("jacfwd", 5.48, 0.48))
+    ((title, group),) = problems(rows)
+    assert recommend(title, group).sentence().startswith(f"{title}: use **jacrev**")
+
+
+def test_the_parent_headline_quotes_no_ratio_against_an_unsettled_default():
+    settled = frame(timed_row("jacrev", 1.0, 0.05), timed_row("functional", 8.0, 0.1))
+    assert overview(settled).description.startswith("**Recommended: jacrev** (8")
+    one_block = frame(timed_row("jacrev", 1.0, 0.05), timed_row("functional", 8.0, 0.1, n=1))
+    view = overview(one_block)
+    first = view.description.splitlines()[0]
+    assert first == "**Recommended: jacrev or functional (not settled)**"
+    assert "speedup_vs_functional" not in view.tags and "faster" not in first
+    assert "no confidence interval for functional" in view.description
+
+
+def test_tables_show_the_interval_and_mark_noisy_times(tmp_path):
+    rows = frame(
+        timed_row("jacfwd", 1.0, 0.05, timing_warning=WARNING), timed_row("jacrev", 2.0, 0.05)
+    )
+    ((title, group),) = problems(rows)
+    lines = {line[0]: line for line in problem_lines(group)}
+    assert lines["jacfwd"][4].endswith(NOISY) and "[" in lines["jacfwd"][4]
+    assert lines["jacrev"][5] == "tied" or lines["jacrev"][5] == "-"
+    summary = summary_table(group.assign(job_num=[0, 1], resumed=False), [])
+    assert summary.caption and NOISY in summary.caption
+    md = write_report(group, tmp_path)[0]
+    assert "use **jacfwd**" in md.read_text()
+
+
+def test_compare_of_the_same_code_under_load_flags_nothing_and_a_real_change_is_flagged():
+    before = frame(timed_row("jacrev", 1.0, 0.02), timed_row("jacfwd", 2.0, 0.04))
+    # wall time 1.6x under a competing load, CPU time unchanged: not a change of the code
+    loaded = frame(
+        timed_row("jacrev", 1.6, 0.3, cpu_ms=1.0, job_id="a" * 16),
+        timed_row("jacfwd", 3.1, 0.5, cpu_ms=2.0, job_id="b" * 16),
+    )
+    pairs, _ = compare(before, loaded)
+    assert set(pairs["flag"]) == {"same"} and set(pairs["basis"]) == {"cpu"}
+    slower = frame(
+        timed_row("jacrev", 2.0, 0.02, job_id="c" * 16),
+        timed_row("jacfwd", 2.0, 0.04, job_id="d" * 16),
+    )
+    pairs, _ = compare(before, slower)
+    flags = dict(zip(pairs["strategy_after"], pairs["flag"], strict=True))
+    assert flags == {"jacrev": "slower", "jacfwd": "same"}
+
+
+def test_compare_never_flags_a_row_without_an_interval():
+    before = frame(timed_row("jacrev", 1.0, 0.0, n=1))
+    after = frame(timed_row("jacrev", 30.0, 0.0, n=1, job_id="e" * 16))
+    pairs, _ = compare(before, after)
+    assert list(pairs["flag"]) == ["unknown (no interval)"]
+
+
+@pytest.mark.parametrize("n", [1, MIN_BLOCKS - 1])
+def test_fewer_blocks_than_the_minimum_give_no_interval(n):
+    assert interval_of(timed_row("jacrev", 1.0, 0.1, n=n)) is None
+
+
+def test_an_answer_marks_rows_reused_from_an_earlier_command():
+    from jacbench.run.sweep import reused_note
+
+    rows = frame(
+        timed_row("jacrev", 1.0, 0.05, dtype="float32"),
+        timed_row("jacfwd", 2.0, 0.05, dtype="float32"),
+    )
+    note = reused_note(rows.assign(resumed=[True, False]))
+    assert "jacrev float32 (mlp): measured 2026-01-02 03:04 UTC" in note
+    assert "jacfwd" not in note and "force=true" in note
+    assert reused_note(rows.assign(resumed=False)) == ""
