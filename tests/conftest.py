@@ -266,6 +266,7 @@ def make_result(**changes) -> Result:
         err_eps=1.7,
         tolerance=1.2e-5,
         within_tol=True,
+        undecided_reason="",
         reference_method="forward_float64",
         reference_uncertainty=1e-16,
         strategy_options="{}",

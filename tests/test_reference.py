@@ -89,11 +89,14 @@ def test_auto_is_judged_by_a_method_other_than_the_one_it_chose():
     assert result.reference_method == (REVERSE if chosen is Mode.FORWARD else FORWARD)
 
 
-def test_the_verdict_never_claims_more_precision_than_the_reference_has():
+def test_an_undecided_reference_leaves_the_verdict_open_whatever_the_error():
     reference = torch.ones(3, 3, dtype=torch.float64)
     answer = reference * (1 + 1e-12)  # 1e-12 relative: beyond float64's 100-eps tolerance
-    assert not compare(answer, reference, torch.float64, Kind.EXACT).within_tol
-    assert compare(answer, reference, torch.float64, Kind.EXACT, floor=1e-11).within_tol
+    assert compare(answer, reference, torch.float64, Kind.EXACT).within_tol is False
+    assert compare(reference, reference, torch.float64, Kind.EXACT).within_tol is True
+    why = "the reference methods disagree"
+    assert compare(answer, reference, torch.float64, Kind.EXACT, why).within_tol is None
+    assert compare(reference, reference, torch.float64, Kind.EXACT, why).within_tol is None
 
 
 def test_uncertainty_is_the_disagreement_of_two_exact_methods():
@@ -150,3 +153,44 @@ def test_the_row_by_row_reference_is_the_jacobian():
 
     x = torch.randn(5, dtype=torch.float64)
     torch.testing.assert_close(_row_loop(f, x, 7), torch.func.jacrev(f)(x))
+
+
+def custom(target: str) -> list[str]:
+    return ["model=custom", f"model._target_=user_models.{target}"]
+
+
+@pytest.mark.parametrize("strategy", ["analytic", "jacrev", "jacfwd"])
+def test_a_formula_that_disagrees_with_ad_decides_no_verdict(strategy):
+    # issue 32: strategy=analytic was recorded within tolerance (rel_err 0.5) and the correct
+    # jacrev outside it, against the wrong formula with a tolerance widened to 0.5
+    result = run(*custom("WrongFormula"), f"strategy={strategy}", "dtype=float64")
+    assert result.ok, result.error_message
+    assert result.within_tol is None and result.tolerance == pytest.approx(100 * 2.0**-52)
+    assert result.undecided_reason.startswith("the reference methods disagree")
+    assert "analytic and " in result.undecided_reason or " and analytic" in result.undecided_reason
+
+
+@pytest.mark.parametrize("strategy", ["jacrev", "fd_central"])
+def test_a_graph_cut_shared_by_every_ad_method_is_caught_by_the_probe(strategy):
+    # x * x.sum().item(): jacrev and the AD reference agreed (rel_err 0, within tolerance)
+    # while 50% off the true derivative; the correct fd_central was scored outside
+    result = run(*custom("ItemCut"), f"strategy={strategy}", "dtype=float64")
+    assert result.ok, result.error_message
+    assert result.within_tol is None
+    assert "finite-difference probe" in result.undecided_reason
+
+
+def test_a_forward_that_is_not_deterministic_decides_no_verdict():
+    result = run(*custom("CallCounter"), "strategy=jacrev", "dtype=float64")
+    assert result.ok, result.error_message
+    assert result.within_tol is None and "not deterministic" in result.undecided_reason
+
+
+def test_smooth_and_kinked_functions_pass_the_probe():
+    for target in ("jacbench.models.mlp.MLP", "jacbench.models.toy.CatPoly"):
+        problem = build_problem({"_target_": target}, torch.float64, CPU, 0)
+        assert References(problem).for_mode(Mode.REVERSE).doubt == ""
+    relu = build_problem(
+        {"_target_": "jacbench.models.mlp.MLP", "activation": "relu"}, torch.float32, CPU, 0
+    )
+    assert References(relu).for_mode(Mode.FORWARD).doubt == ""

@@ -49,3 +49,39 @@ class Repeat(nn.Module):
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         return x.repeat(self.times)
+
+
+class WrongFormula(nn.Module):
+    """2 sin(x) with an analytic Jacobian that forgot the 2: the formula disagrees with AD."""
+
+    input_shape = (4,)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return 2 * torch.sin(x)
+
+    def analytic_jacobian(self, x: torch.Tensor) -> torch.Tensor:
+        return torch.diag(torch.cos(x))
+
+
+class ItemCut(nn.Module):
+    """x * sum(x), the sum taken through ``.item()``: AD sees a constant, every AD method
+    agrees, and all are 50% off the true derivative."""
+
+    input_shape = (4,)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return x * x.sum().item()
+
+
+class CallCounter(nn.Module):
+    """A forward that depends on how often it was called: no Jacobian of it can be judged."""
+
+    input_shape = (4,)
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.calls = 0
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        self.calls += 1
+        return torch.sin(x) * (1 + 0.01 * self.calls)

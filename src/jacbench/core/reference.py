@@ -5,12 +5,19 @@ Every exact float64 method that applies is computed: reverse mode, forward mode 
 model's analytic formula where it has one. The reference for a strategy is one that does not
 share its mode (forward mode for reverse strategies, reverse for forward ones, the formula
 where there is one), so a strategy is never scored against a computation of its own kind.
-The largest disagreement among the methods is the reference's own uncertainty: an error
-below it cannot be resolved. All of it runs in float64, on CPU, never timed.
+The disagreement between the reference and the next method is the reference's own
+uncertainty: where it exceeds a job's tolerance, the verdict is undecided, never a pass by a
+widened tolerance. Two checks that need no second exact method run beside it: the function is
+called twice at the same point (a forward that is not deterministic cannot be judged), and a
+few float64 central differences along random directions, with their error bound, are held
+against the reference's directional derivatives, so that a graph cut (``.item()``,
+``detach``, a numpy round trip, data-dependent Python) which every AD method shares is caught.
+All of it runs in float64, on CPU, never timed.
 """
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
@@ -125,6 +132,60 @@ def forward_jacobian(f: Fn, x: torch.Tensor, n_out: int) -> torch.Tensor:
     return out
 
 
+PROBE_DIRECTIONS = 3  # random directions of the finite-difference probe
+PROBE_SLACK = 1e-7  # relative mismatch the probe tolerates beyond its own error bound
+DETERMINISM_TOL = 1e-12  # relative difference of two calls at one point still taken as equal
+
+
+def deterministic(f: Fn, x: torch.Tensor) -> str:
+    """ "" when two calls of ``f`` at ``x`` agree; else why the reference cannot be trusted."""
+    with torch.no_grad():
+        a, b = f(x.clone()), f(x.clone())
+    gap = _rel(a, b) if torch.isfinite(a).all() and torch.isfinite(b).all() else 0.0
+    if gap > DETERMINISM_TOL:
+        return (
+            f"the function is not deterministic: two calls at the same point differ by {gap:.2g} "
+            "(relative), so no Jacobian of it can be judged (random ops, a call counter, state "
+            "that changes between calls)"
+        )
+    return ""
+
+
+def fd_probe(f: Fn, x: torch.Tensor, jacobian: torch.Tensor, method: str, seed: int = 0) -> str:
+    """ "" when the reference's directional derivatives ``J v`` match float64 central
+    differences of ``f`` along ``PROBE_DIRECTIONS`` random unit directions, within the
+    differences' own error bound (Richardson: the gap between steps h and 2h, plus rounding);
+    else the mismatch, which means AD does not see all of ``f``. A direction whose differences
+    leave the function's domain (non-finite) proves nothing and is skipped."""
+    gen = torch.Generator().manual_seed(seed)
+    eps = torch.finfo(torch.float64).eps
+    h = eps ** (1 / 3) * max(1.0, float(x.abs().max()))
+    jac = jacobian.reshape(-1, x.numel())
+    with torch.no_grad():
+        for _ in range(PROBE_DIRECTIONS):
+            v = torch.randn(x.shape, generator=gen, dtype=torch.float64).to(x)
+            v = v / torch.linalg.norm(v)
+            values = {k: f(x + k * h * v).reshape(-1) for k in (-2, -1, 1, 2)}
+            if not all(torch.isfinite(y).all() for y in values.values()):
+                continue
+            d1 = (values[1] - values[-1]) / (2 * h)
+            d2 = (values[2] - values[-2]) / (4 * h)
+            rounding = eps * float(torch.linalg.norm(values[1]) + torch.linalg.norm(values[-1]))
+            bound = 10 * (float(torch.linalg.norm(d1 - d2)) + rounding / h)
+            jv = jac @ v.reshape(-1)
+            gap = float(torch.linalg.norm(jv - d1))
+            scale = max(float(torch.linalg.norm(jv)), float(torch.linalg.norm(d1)))
+            if gap > bound + PROBE_SLACK * scale:
+                return (
+                    f"the {method} reference disagrees with a float64 finite-difference probe: "
+                    f"|J v - (f(x+hv) - f(x-hv)) / 2h| = {gap:.2g} where the difference's own "
+                    f"error bound is {bound:.2g} (|J v| = {scale:.2g}): the derivative does not "
+                    "see all of the function (a graph cut: .item(), detach, numpy, "
+                    "data-dependent Python; or a wrong formula)"
+                )
+    return ""
+
+
 def _rel(a: torch.Tensor, b: torch.Tensor) -> float:
     scale = float(torch.linalg.norm(b))
     diff = float(torch.linalg.norm(a - b))
@@ -137,9 +198,25 @@ class Reference:
 
     jacobian: torch.Tensor
     method: str  # analytic, forward_float64 or reverse_float64
-    # Relative (Frobenius) disagreement with the next independent exact method; None where
-    # only one method could run. Errors below it are beyond what the reference resolves.
+    # Relative (Frobenius) disagreement with the next independent exact method (``other``);
+    # None where only one method could run. Above a job's tolerance: the verdict is undecided.
     uncertainty: float | None
+    other: str | None = None
+    # Why no reference of this function can be trusted (two calls at one point differ), and
+    # why this one cannot (it disagrees with the finite-difference probe); "" when they pass.
+    unstable: str = ""
+    doubt: str = ""
+
+    def undecided(self, tolerance: float) -> str:
+        """Why no verdict at ``tolerance`` can be drawn against this reference; "" if one can."""
+        if self.unstable:
+            return self.unstable
+        if self.uncertainty is not None and self.uncertainty > tolerance:
+            return (
+                f"the reference methods disagree: {self.method} and {self.other} differ by "
+                f"{self.uncertainty:.2g} (relative), above the tolerance {tolerance:.2g}"
+            )
+        return self.doubt
 
 
 def _methods(problem: Problem) -> dict[str, Fn]:
@@ -165,6 +242,7 @@ class References:
         self.methods = _methods(self.exact)
         self.jacobians: dict[str, torch.Tensor] = {}
         self.failures: dict[str, str] = {}  # method -> why it could not run
+        self.doubts: dict[str, str] = {}  # method -> its checks' verdict ("" when it passed)
 
     def get(self, method: str) -> torch.Tensor | None:
         if method not in self.jacobians and method not in self.failures:
@@ -211,7 +289,21 @@ class References:
         other = self._first(sorted((m for m in usable if m != best), key=self.passes))
         jacobian = self.jacobians[best]
         spread = _rel(self.jacobians[other], jacobian) if other is not None else None
-        return Reference(jacobian, best, spread)
+        return Reference(jacobian, best, spread, other, self.unstable, self.doubt(best))
+
+    @functools.cached_property
+    def unstable(self) -> str:
+        """Whether the function gives one value at one point (its first point)."""
+        return deterministic(in_float64(self.exact.f), self.exact.points[0])
+
+    def doubt(self, method: str) -> str:
+        """The finite-difference probe of the reference computed by ``method`` (at the first
+        point), run once per method."""
+        if method not in self.doubts:
+            f, x = in_float64(self.exact.f), self.exact.points[0]
+            first = self.jacobians[method].reshape(-1, self.exact.n_out, self.exact.n_in)[0]
+            self.doubts[method] = fd_probe(f, x, first, method)
+        return self.doubts[method]
 
 
 def reference_jacobian(problem: Problem, mode: Mode | None = None) -> tuple[torch.Tensor, str]:

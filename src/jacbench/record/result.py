@@ -86,12 +86,16 @@ class Result:
     err_eps: float | None = None
     tolerance: float | None = None
     within_tol: bool | None = None
+    # Why the verdict is undecided (within_tol null although the error was measured): the
+    # reference methods disagree beyond the tolerance, the function is not deterministic, or
+    # AD disagrees with a finite-difference probe. Empty when a verdict was drawn.
+    undecided_reason: str = ""
     # How the reference was computed: analytic (the model's formula), forward_float64 or
     # reverse_float64 (exact AD in float64), never in the mode of the strategy under test
     # where another method runs.
     reference_method: str = ""
     # Relative (Frobenius) disagreement of the reference with the next independent exact
-    # method in float64 (null where only one runs): the verdict's tolerance is never below it.
+    # method in float64 (null where only one runs): above the tolerance, no verdict is drawn.
     reference_uncertainty: float | None = None
     ref_norm: float | None = None  # Frobenius norm of the reference Jacobian (its scale)
     out_norm: float | None = None  # 2-norm of f(x), in float64 (the output's scale)

@@ -48,7 +48,7 @@ def problem_lines(rows: pd.DataFrame) -> list[list[str]]:
                 time_text(r),
                 _speedup_text(speedup, base is not None and r["strategy"] != DEFAULT_STRATEGY),
                 cell(r["err_eps"], ".3g"),
-                verdict_text(r["within_tol"]),
+                verdict_text(r["within_tol"], r["undecided_reason"]),
             ]
         )
     return lines

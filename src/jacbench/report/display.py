@@ -61,7 +61,9 @@ def ratio_text(a: Mapping[str, object], b: Mapping[str, object]) -> str:
     return "tied" if compare_times(a, b).order == Order.TIED else "?"
 
 
-def verdict_text(within_tol: object) -> str:
+def verdict_text(within_tol: object, undecided: object = "") -> str:
+    if isinstance(undecided, str) and undecided:
+        return "undecided"
     return "-" if within_tol is None or pd.isna(within_tol) else ("yes" if within_tol else "NO")
 
 
@@ -76,6 +78,8 @@ def _bytes(n: int | None) -> str:
 
 
 def _verdict(result: Result) -> str:
+    if result.undecided_reason:
+        return f"[yellow]undecided[/]: {result.undecided_reason}"
     if result.within_tol is None:
         return "-"
     mark = "[green]yes[/]" if result.within_tol else "[bold red]NO[/]"
@@ -96,9 +100,7 @@ def _reference(result: Result) -> str:
     text = result.reference_method
     if spread is None:
         return text + " (no second exact method ran: uncertainty unknown)"
-    text += f" (uncertainty {spread:.1e}"
-    below = result.rel_err is not None and result.rel_err <= spread
-    return text + (": the error is below what the reference resolves)" if below else ")")
+    return text + f" (uncertainty {spread:.1e})"
 
 
 def _problem(result: Result) -> str:
@@ -217,7 +219,7 @@ def summary_table(rows: pd.DataFrame, missing: list[int]) -> Table:
             f"[{STATUS_STYLE.get(status, '')}]{status}[/]",
             time_text(row),
             cell(row["rel_err"], ".2e"),
-            verdict_text(row.get("within_tol")),
+            verdict_text(row.get("within_tol"), row.get("undecided_reason")),
             note[:80],
         )
     if "timing_warning" in rows and rows["timing_warning"].map(is_noisy).any():

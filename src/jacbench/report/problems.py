@@ -30,6 +30,7 @@ def normalise(rows: pd.DataFrame) -> tuple[pd.DataFrame, list[str]]:
         "strategy_mode": "",
         "error_message": "",
         "timing_warning": "",
+        "undecided_reason": "",
     }
     for name, value in defaults.items():
         rows[name] = rows[name].astype(object).where(rows[name].notna(), value)

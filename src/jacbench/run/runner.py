@@ -25,7 +25,7 @@ from jacbench.core.errors import ConfigError, StrategySkip
 from jacbench.core.interrupt import check as check_interrupt
 from jacbench.core.interrupt import raise_if_interrupt
 from jacbench.core.memory_budget import check_fits
-from jacbench.core.numerics import compare, judged_tolerance
+from jacbench.core.numerics import compare, tolerance
 from jacbench.core.problem import Problem, build_problem
 from jacbench.core.reference import Reference, References
 from jacbench.core.registry import Registry
@@ -122,7 +122,8 @@ class Accuracy:
     rel_err: float
     err_eps: float
     tolerance: float
-    within_tol: bool
+    within_tol: bool | None
+    undecided_reason: str
 
 
 @dataclass(frozen=True)
@@ -241,11 +242,13 @@ def _measure(job: JobSpec, records: list[Any], registry: Registry | None = None)
         records.append(_reference_record(reference))
     # A sparse result (sparse strategies' output=csr) is timed as it is, judged as dense.
     value = first.value if first.value.layout == torch.strided else first.value.to_dense()
-    kind, floor = job.strategy.kind, reference.uncertainty
-    errors = compare(value, reference.jacobian, job.dtype, kind, floor)
-    tol = judged_tolerance(job.dtype, kind, floor)
+    tol = tolerance(job.dtype, job.strategy.kind)
+    undecided = reference.undecided(tol)
+    errors = compare(value, reference.jacobian, job.dtype, job.strategy.kind, undecided)
     records.append(
-        Accuracy(errors.max_abs_err, errors.rel_err, errors.err_eps, tol, errors.within_tol)
+        Accuracy(
+            errors.max_abs_err, errors.rel_err, errors.err_eps, tol, errors.within_tol, undecided
+        )
     )
     if errors.n_nonfinite:
         n = value.numel()
