@@ -267,6 +267,7 @@ def make_result(**changes) -> Result:
         tolerance=1.2e-5,
         within_tol=True,
         undecided_reason="",
+        pattern_source="",
         reference_method="forward_float64",
         reference_uncertainty=1e-16,
         strategy_options="{}",

@@ -10,6 +10,7 @@ from mlflow.tracking import MlflowClient
 import jacbench
 from conftest import QUICK, compose_job, jacobian_at, rel_err
 from jacbench.core import sparsity
+from jacbench.core.errors import ConfigError
 from jacbench.core.numerics import compare
 from jacbench.core.problem import build_problem, make_problem
 from jacbench.core.reference import reference_jacobian
@@ -81,14 +82,14 @@ class WronglyDeclared(torch.nn.Module):
 
 
 @pytest.mark.parametrize("name", SPARSE)
-def test_a_wrong_declared_pattern_is_a_wrong_answer_not_a_hidden_one(name):
+def test_a_wrong_declared_pattern_is_refused_at_preparation_not_a_wrong_answer(name):
     problem = make_problem(
         "wrong", WronglyDeclared().double(), torch.rand(12).double(), "input", False
     )
     reference, _ = reference_jacobian(problem)
     kind = REGISTRY.get(name).kind
-    declared = compare(REGISTRY.prepare(name, problem)(problem.x), reference, torch.float64, kind)
-    assert not declared.within_tol and declared.rel_err > 0.1
+    with pytest.raises(ConfigError, match=r"pattern \(declared\) misses entries"):
+        REGISTRY.prepare(name, problem)
     detected = REGISTRY.prepare(name, problem, pattern="detect")(problem.x)
     assert compare(detected, reference, torch.float64, kind).within_tol
 

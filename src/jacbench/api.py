@@ -33,8 +33,9 @@ def prepare(
     torch.func.jacrev does), never requiring grad. ``options`` are the strategy's options,
     e.g. ``prepare(f, x, "fd_central", eps=1e-4)`` or ``prepare(f, x, "auto", compile=False)``.
     The user's module is used as it is: its mode and requires_grad flags are left alone.
-    Sparse strategies with ``output="csr"`` return the (M, N) CSR matrix of the flattened
-    function instead.
+    Sparse strategies with ``output="csr"`` (or ``"scipy"``) return the (M, N) CSR matrix of the
+    flattened function instead (torch's, or a ``scipy.sparse.csr_array``), and take a declared
+    ``pattern=``: an (M, N) boolean matrix or index pairs ``(rows, cols)``.
     """
     x = example_x.detach()
     with torch.no_grad():
@@ -46,8 +47,8 @@ def prepare(
 
     def jac(point: torch.Tensor) -> torch.Tensor:
         out = flat.fn(point.reshape(-1))
-        if out.layout != torch.strided:  # a sparse matrix (output="csr") stays (M, N)
-            return out
+        if not isinstance(out, torch.Tensor) or out.layout != torch.strided:
+            return out  # a sparse matrix (output="csr" or "scipy") stays (M, N)
         return out.reshape(*out_shape, *in_shape)
 
     return replace(flat, fn=jac, shape=in_shape)

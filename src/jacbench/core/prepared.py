@@ -25,6 +25,8 @@ class PrepInfo:
     chosen_strategy: str = ""  # what `auto` picked
     n_colors: int | None = None  # sparse strategies: passes per Jacobian (colours)
     pattern_density: float | None = None  # sparse strategies: nonzeros / (M * N)
+    colors_lower_bound: int | None = None  # sparse: no colouring has fewer colours than this
+    pattern_source: str = ""  # sparse: declared, traced, probed, or dense (and why)
 
 
 @dataclass(frozen=True)

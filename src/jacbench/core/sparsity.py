@@ -5,27 +5,31 @@ one pass per input (or output): columns that share no row can be probed by one J
 sum of their unit vectors, and each nonzero read back from the compressed product (Curtis,
 Powell and Reid 1974). Everything here runs once, at prepare time.
 
-Detection (where the model declares no ``jacobian_sparsity()``): forward-mode passes whose
-tangent is NaN in one input and zero elsewhere, at ``n_points`` points; an entry belongs to
-the pattern where an output's tangent is NaN or nonzero at any of them. IEEE NaN survives a
-multiplication by an accidental zero (a derivative that happens to vanish at the point, a
-zero weight), so every op with a smooth derivative reports each structural dependency at any
-point: the pattern cannot miss one by accident. Ops whose derivative selects a branch (relu,
-clamp, max pooling, masks) report only the branch active at the point, hence the union over
-several points (the first one the problem's own, the others perturbed by 10% of its scale);
-a model built of such ops should declare its pattern. A pattern that still misses an entry
-shows up as a wrong answer against the reference, never as a hidden one. Cost: ``n_points``
-times N JVPs (about ``n_points`` dense jacfwd calls), vmapped in chunks of at most
-``CHUNK_ELEMENTS`` tangent or output numbers: memory O(chunk), never the dense Jacobian.
+Where a pattern comes from (``find``): the one the caller declares (a model's
+``jacobian_sparsity()``, or ``pattern=`` given to ``jacbench.prepare``), else the one proved by
+tracing the program (``jacbench.core.pattern_trace``: it holds at every point), else, where
+tracing cannot prove one, the dense pattern (one colour per column: exact, not sparse). The
+NaN-tangent probe of earlier versions (``detect``) is kept as an explicit choice
+(``pattern=probe``): it sees only the branches taken at its points, so its pattern, like a
+declared one, is checked at preparation against a random directional derivative
+(``verify``) and refused where it misses an entry there.
+
+Colouring (``color``): greedy colourings in several orders (natural, largest-first, DSATUR),
+the fewest kept, never fewer than the lower bound (the most nonzeros in one row for columns).
 """
 
 from __future__ import annotations
 
+import heapq
 from collections.abc import Callable
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
+import scipy.sparse as sp
 import torch
+
+from jacbench.core.pattern_trace import Unprovable, traced_pattern
 
 # Tangents and outputs of at most this many numbers per vmapped detection chunk.
 CHUNK_ELEMENTS = 1 << 20
@@ -88,6 +92,90 @@ def from_tensor(mask: torch.Tensor, shape: tuple[int, int]) -> Pattern:
     return from_coordinates(rows, cols, shape)
 
 
+def from_pairs(pattern: Any, shape: tuple[int, int]) -> Pattern:
+    """A pattern given by hand: an (M, N) boolean (or 0/1) matrix, dense or sparse, or index
+    pairs ``(rows, cols)``."""
+    if isinstance(pattern, Pattern):
+        return pattern
+    if isinstance(pattern, torch.Tensor) and pattern.dim() == 2 and tuple(pattern.shape) == shape:
+        return from_tensor(pattern, shape)
+    if isinstance(pattern, np.ndarray) and pattern.shape == shape:
+        return from_tensor(torch.from_numpy(pattern), shape)
+    if sp.issparse(pattern):
+        coo = sp.coo_array(pattern)
+        rows, cols = torch.from_numpy(coo.row), torch.from_numpy(coo.col)
+        return from_coordinates(rows[coo.data != 0], cols[coo.data != 0], shape)
+    rows, cols = (torch.as_tensor(np.asarray(v), dtype=torch.int64) for v in pattern)
+    if rows.shape != cols.shape or rows.dim() != 1:
+        raise ValueError("pattern index pairs must be two 1-D sequences (rows, cols)")
+    inside = (rows >= 0) & (rows < shape[0]) & (cols >= 0) & (cols < shape[1])
+    if not bool(inside.all()):
+        raise ValueError(f"pattern index pairs fall outside the Jacobian's shape {shape}")
+    return from_coordinates(rows, cols, shape)
+
+
+def dense(shape: tuple[int, int]) -> Pattern:
+    m, n = shape
+    return Pattern(torch.arange(m).repeat_interleave(n), torch.arange(n).repeat(m), shape)
+
+
+def find(
+    f: Callable[[torch.Tensor], torch.Tensor],
+    points: torch.Tensor,
+    n_out: int,
+    declared: Any = None,
+    how: str = "auto",
+    probe_points: int = 3,
+) -> tuple[Pattern, str]:
+    """(pattern, where it came from): ``declared`` where given (and ``how`` is auto), the
+    NaN probe where ``how`` is probe, else the traced pattern, else dense (module docstring)."""
+    shape = (n_out, points[0].numel())
+    if declared is not None and how == "auto":
+        return from_pairs(declared, shape), "declared"
+    if how == "probe":
+        found = detect(f, detection_points(points, probe_points), n_out)
+        return found, f"probed at {probe_points} point(s), checked at one"
+    try:
+        rows, cols = traced_pattern(f, points[0], n_out)
+    except Unprovable as exc:
+        return dense(shape), f"dense: no pattern could be proved ({exc})"
+    return from_coordinates(torch.from_numpy(rows), torch.from_numpy(cols), shape), "traced"
+
+
+CHECK_EPS_FACTOR = 1000.0  # relative mismatch, in rounding units, that verify() tolerates
+
+
+def verify(
+    f: Callable[[torch.Tensor], torch.Tensor],
+    x: torch.Tensor,
+    jacobian: torch.Tensor,
+    source: str,
+    allowed: float | None = None,
+) -> None:
+    """Check a sparse Jacobian at ``x`` against one directional derivative of ``f`` along a
+    random direction: a pattern that misses an entry at ``x`` puts that entry's value in the
+    wrong place or drops it, which a random direction shows. ``allowed``: the relative
+    mismatch tolerated (default: rounding; a finite difference passes its own tolerance).
+    Raises ``ValueError`` saying so."""
+    gen = torch.Generator().manual_seed(0)
+    v = torch.randn(x.shape, generator=gen, dtype=torch.float64).to(x)
+    _, exact = torch.func.jvp(f, (x,), (v,))
+    dense_jac = jacobian.to_dense() if jacobian.layout != torch.strided else jacobian
+    got = dense_jac.reshape(-1, x.numel()) @ v.reshape(-1)
+    exact = exact.reshape(-1)
+    scale = float(torch.linalg.norm(exact)) or 1.0
+    gap = float(torch.linalg.norm(got - exact)) / scale
+    if allowed is None:  # exact: rounding only
+        allowed = CHECK_EPS_FACTOR * float(torch.finfo(x.dtype).eps)
+    if not gap <= allowed:
+        raise ValueError(
+            f"the sparsity pattern ({source}) misses entries of the Jacobian: J v from the "
+            f"sparse Jacobian is {gap:.2g} (relative) off a directional derivative of f at the "
+            "prepared point; declare a pattern that covers every entry, or leave pattern=auto "
+            "(traced)"
+        )
+
+
 def detection_points(points: torch.Tensor, n_points: int, seed: int = 0) -> list[torch.Tensor]:
     """The problem's first point, then perturbed copies of its points (cycled)."""
     gen = torch.Generator().manual_seed(seed)
@@ -129,24 +217,18 @@ def detect(
     return Pattern(linear // n_in, linear % n_in, (n_out, n_in))
 
 
-def color_columns(pattern: Pattern) -> torch.Tensor:
-    """A colour per column such that no two columns of one colour share a row.
-
-    Greedy in column order (a banded pattern gets its bandwidth: 3 for tridiagonal), on the
-    pattern itself rather than on the column intersection graph, whose edges grow with the
-    square of the row lengths (2.5 million for a 96 x 2224 dense pattern). Cost
-    O(nnz x colours) in numpy; a fully dense pattern gets one colour per column directly.
-    """
+def _greedy(pattern: Pattern, order: np.ndarray) -> np.ndarray:
+    """A colour per column, first-fit in ``order``: no two columns of a colour share a row.
+    On the pattern itself rather than on the column intersection graph, whose edges grow with
+    the square of the row lengths. Cost O(nnz x colours) in numpy."""
     m, n = pattern.shape
-    if pattern.nnz == m * n:
-        return torch.arange(n)
     rows, cols = pattern.rows.numpy(), pattern.cols.numpy()
-    order = np.argsort(cols, kind="stable")
-    by_col = rows[order]
-    starts = np.searchsorted(cols[order], np.arange(n + 1))
+    by = np.argsort(cols, kind="stable")
+    by_col = rows[by]
+    starts = np.searchsorted(cols[by], np.arange(n + 1))
     colors = np.zeros(n, dtype=np.int64)
     used = np.zeros((m, 8), dtype=bool)  # used[i, c]: colour c already has a column in row i
-    for j in range(n):
+    for j in order:
         r = by_col[starts[j] : starts[j + 1]]
         free = np.flatnonzero(~used[r].any(axis=0))
         c = int(free[0]) if free.size else used.shape[1]
@@ -154,7 +236,81 @@ def color_columns(pattern: Pattern) -> torch.Tensor:
             used = np.concatenate([used, np.zeros_like(used)], axis=1)
         colors[j] = c
         used[r, c] = True
-    return torch.from_numpy(colors)
+    return colors
+
+
+def _dsatur(pattern: Pattern) -> np.ndarray:
+    """DSATUR (Brelaz 1979) on the column intersection graph, with a heap: the column whose
+    neighbours already use the most colours goes next. Finds 5 colours on the 5-point stencil
+    where a greedy sweep finds 7."""
+    m, n = pattern.shape
+    incidence = sp.csr_array(
+        (np.ones(pattern.nnz, dtype=np.int32), (pattern.rows.numpy(), pattern.cols.numpy())),
+        shape=(m, n),
+    )
+    graph = (incidence.T @ incidence).tocsr()
+    indptr, indices = graph.indptr, graph.indices
+    degree = np.diff(indptr)
+    colors = np.full(n, -1, dtype=np.int64)
+    seen: list[set[int]] = [set() for _ in range(n)]
+    heap = [(0, -int(degree[j]), j) for j in range(n)]
+    heapq.heapify(heap)
+    while heap:
+        _, _, j = heapq.heappop(heap)
+        if colors[j] >= 0:
+            continue
+        taken = seen[j]
+        c = 0
+        while c in taken:
+            c += 1
+        colors[j] = c
+        for k in indices[indptr[j] : indptr[j + 1]]:
+            if colors[k] < 0 and c not in seen[k]:
+                seen[k].add(c)
+                heapq.heappush(heap, (-len(seen[k]), -int(degree[k]), int(k)))
+    return colors
+
+
+def lower_bound(pattern: Pattern) -> int:
+    """No column colouring has fewer colours than the most nonzeros in one row."""
+    if pattern.nnz == 0:
+        return 0
+    return int(torch.bincount(pattern.rows, minlength=pattern.shape[0]).max())
+
+
+def color_columns(pattern: Pattern) -> torch.Tensor:
+    """A colour per column such that no two columns of one colour share a row: the fewest of
+    a greedy sweep in natural order (a banded pattern gets its bandwidth), largest-first, and
+    DSATUR (where the intersection graph stays small), stopping early at the lower bound. A
+    fully dense pattern gets one colour per column directly."""
+    m, n = pattern.shape
+    if pattern.nnz == m * n:
+        return torch.arange(n)
+    bound = lower_bound(pattern)
+    best = _greedy(pattern, np.arange(n))
+    tries = [lambda: _greedy(pattern, np.argsort(-_column_counts(pattern), kind="stable"))]
+    if _graph_size(pattern) <= DSATUR_EDGES:
+        tries.append(lambda: _dsatur(pattern))
+    for attempt in tries:
+        if best.max() + 1 <= bound:
+            break
+        colors = attempt()
+        if colors.max() < best.max():
+            best = colors
+    return torch.from_numpy(best)
+
+
+DSATUR_EDGES = 20_000_000  # intersection-graph entries above which DSATUR is not tried
+
+
+def _column_counts(pattern: Pattern) -> np.ndarray:
+    return torch.bincount(pattern.cols, minlength=pattern.shape[1]).numpy()
+
+
+def _graph_size(pattern: Pattern) -> int:
+    """Entries of the column intersection graph: the sum of squared row lengths."""
+    counts = torch.bincount(pattern.rows, minlength=pattern.shape[0]).to(torch.float64)
+    return int((counts**2).sum())
 
 
 def color_rows(pattern: Pattern) -> torch.Tensor:

@@ -171,6 +171,8 @@ PARAM_FIELDS = [
     "chosen_strategy",
     "n_colors",
     "pattern_density",
+    "colors_lower_bound",
+    "pattern_source",
     "tolerance",
     "reference_method",
     "reference_uncertainty",

@@ -80,6 +80,8 @@ class Result:
     # sparse strategies: what the pattern made of the Jacobian
     n_colors: int | None = None  # passes per Jacobian (colours of the pattern)
     pattern_density: float | None = None  # nonzeros / (M * N) of the pattern used
+    colors_lower_bound: int | None = None  # no colouring of the pattern has fewer colours
+    pattern_source: str = ""  # declared, traced, probed, or dense (with why no pattern)
     # accuracy against the reference
     max_abs_err: float | None = None
     rel_err: float | None = None

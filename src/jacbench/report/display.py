@@ -89,7 +89,11 @@ def _verdict(result: Result) -> str:
 def _sparsity(result: Result) -> str:
     if result.n_colors is None:
         return ""
-    return f", {result.n_colors} colours, pattern density {cell(result.pattern_density, '.2%')}"
+    bound = "" if result.colors_lower_bound is None else f" (bound {result.colors_lower_bound})"
+    return (
+        f", {result.n_colors} colours{bound}, pattern density "
+        f"{cell(result.pattern_density, '.2%')}, pattern {result.pattern_source or '-'}"
+    )
 
 
 def _reference(result: Result) -> str:

@@ -114,6 +114,8 @@ class FirstCallRecord:
     chosen_strategy: str
     n_colors: int | None
     pattern_density: float | None
+    colors_lower_bound: int | None
+    pattern_source: str
 
 
 @dataclass(frozen=True)
@@ -232,9 +234,7 @@ def _measure(job: JobSpec, records: list[Any], registry: Registry | None = None)
     started = time.perf_counter()
     first = first_call(lambda: job.strategy.prepare(problem, job.options), problem.x, job.device)
     info = first.prep.info
-    records.append(
-        FirstCallRecord(first.seconds, info.chosen_strategy, info.n_colors, info.pattern_density)
-    )
+    records.append(FirstCallRecord(first.seconds, **dataclasses.asdict(info)))
     if first.value.requires_grad:
         raise RuntimeError("the strategy returned a Jacobian that requires grad (a live graph)")
     if info.chosen_strategy:  # judge auto's answer by a method independent of its choice

@@ -3,20 +3,27 @@
 ``sparse_jacfwd`` colours the columns (inputs that share no output) and runs one vmapped JVP
 per colour; ``sparse_jacrev`` colours the rows and runs one VJP per colour; ``sparse_fd`` uses
 the column colouring for forward differences (Curtis-Powell-Reid). Each nonzero is then read
-back from the compressed product. The pattern is the model's ``jacobian_sparsity()`` where it
-declares one, else detected (see ``jacbench.core.sparsity``); detection and colouring happen in
-``prepare``, so first_call_s pays them once and every later call reuses them. The number of
-colours and the pattern's density are declared as ``n_colors`` and ``pattern_density``.
+back from the compressed product. The pattern is declared (a model's ``jacobian_sparsity()``,
+or ``pattern=`` a matrix or index pairs), else proved by tracing the program, else dense
+(``jacbench.core.sparsity.find``): a sparse Jacobian is exact at every point of the prepared
+shape, never right at the traced point only. Every pattern is checked against a directional
+derivative at preparation. Detection, colouring and the check happen in ``prepare``; the
+colours, their lower bound, the density and where the pattern came from are declared in
+``prep.info``.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass
+from typing import Any
 
+import scipy.sparse
 import torch
 
 from jacbench.core import sparsity
+from jacbench.core.errors import ConfigError
+from jacbench.core.numerics import tolerance
 from jacbench.core.problem import Problem
 from jacbench.core.sparsity import Pattern
 from jacbench.core.strategy import Declared, Kind, Mode, PrepInfo, StrategySkip, strategy
@@ -24,8 +31,8 @@ from jacbench.strategies.compiled import compile_checked
 from jacbench.strategies.finite_diff import FdOptions, step_size, steps
 from jacbench.strategies.func import per_point
 
-PATTERN_SOURCES = ("auto", "detect")
-OUTPUTS = ("dense", "csr")
+PATTERN_SOURCES = ("auto", "detect", "probe")
+OUTPUTS = ("dense", "csr", "scipy")
 CHUNK_ELEMENTS = 1 << 20  # perturbed numbers evaluated at once by sparse_fd
 
 
@@ -36,13 +43,19 @@ def _choice(name: str, value: str, valid: tuple[str, ...]) -> None:
 
 @dataclass
 class PatternOptions:
-    # auto: the model's jacobian_sparsity() where it declares one, else detect; detect: always
-    pattern: str = "auto"
-    detect_points: int = 3  # points whose NaN-tangent patterns are united (detection only)
-    output: str = "dense"  # dense (M, N) tensor, or csr: a torch.sparse_csr_tensor (batch 1)
+    # auto: the model's jacobian_sparsity() where it declares one, else traced; detect: traced
+    # (dense where tracing cannot prove a pattern); probe: NaN tangents at detect_points
+    # points (sees only the branches taken there; checked). In the library also an (M, N)
+    # boolean matrix or index pairs (rows, cols).
+    pattern: Any = "auto"
+    detect_points: int = 3  # points whose NaN-tangent patterns are united (probe only)
+    # dense (M, N) tensor; csr: a torch.sparse_csr_tensor; scipy: a scipy.sparse.csr_array
+    # (what scipy.sparse.linalg.spsolve takes); csr and scipy for batch 1
+    output: str = "dense"
 
     def __post_init__(self) -> None:
-        _choice("pattern", self.pattern, PATTERN_SOURCES)
+        if isinstance(self.pattern, str):
+            _choice("pattern", self.pattern, PATTERN_SOURCES)
         _choice("output", self.output, OUTPUTS)
         if not (isinstance(self.detect_points, int) and self.detect_points >= 1):
             raise ValueError(f"detect_points must be a positive integer, got {self.detect_points}")
@@ -64,13 +77,17 @@ class SparseFdOptions(PatternOptions):
         FdOptions(eps=self.eps)  # the same validation as fd_forward
 
 
-def find_pattern(problem: Problem, opts: PatternOptions) -> Pattern:
-    """The declared pattern, or a detected one (``jacbench.core.sparsity`` says how)."""
-    shape = (problem.n_out, problem.n_in)
-    if opts.pattern == "auto" and problem.sparsity is not None:
-        return sparsity.from_tensor(problem.sparsity(), shape)
-    points = sparsity.detection_points(problem.points, opts.detect_points)
-    return sparsity.detect(problem.f, points, problem.n_out)
+def find_pattern(problem: Problem, opts: PatternOptions) -> tuple[Pattern, str]:
+    """(pattern, where it came from): ``jacbench.core.sparsity.find`` for this problem."""
+    declared = None
+    if not isinstance(opts.pattern, str):
+        declared = opts.pattern
+    elif opts.pattern == "auto" and problem.sparsity is not None:
+        declared = problem.sparsity()
+    how = "auto" if declared is not None else opts.pattern
+    return sparsity.find(
+        problem.f, problem.points, problem.n_out, declared, how, opts.detect_points
+    )
 
 
 @dataclass(frozen=True)
@@ -83,12 +100,15 @@ class Assembler:
     output: str
     crow: torch.Tensor  # CSR row pointers of the pattern
 
-    def __call__(self, values: torch.Tensor) -> torch.Tensor:
+    def __call__(self, values: torch.Tensor) -> Any:
         p, rows, cols = self.problem, self.pattern.rows, self.pattern.cols
         if self.output == "csr":
             return torch.sparse_csr_tensor(
                 self.crow, cols, values, size=self.pattern.shape, check_invariants=False
             )
+        if self.output == "scipy":
+            parts = (values.detach().cpu().numpy(), cols.cpu().numpy(), self.crow.cpu().numpy())
+            return scipy.sparse.csr_array(parts, shape=self.pattern.shape)
         dense = values.new_zeros(p.batch, p.n_out, p.n_in)
         dense[:, rows, cols] = values.reshape(p.batch, -1)
         return dense.reshape(p.jacobian_shape)
@@ -98,20 +118,49 @@ def _setup(
     problem: Problem, opts: PatternOptions, by_rows: bool
 ) -> tuple[Pattern, torch.Tensor, torch.Tensor, Assembler, PrepInfo]:
     """(pattern, colours, seed matrix, assembler, info): what all three strategies share."""
-    if opts.output == "csr" and problem.batch > 1:
+    if opts.output != "dense" and problem.batch > 1:
         raise StrategySkip(
-            f"output=csr gives one (M, N) sparse matrix; batch={problem.batch} needs output=dense"
+            f"output={opts.output} gives one (M, N) sparse matrix; batch={problem.batch} "
+            "needs output=dense"
         )
-    pattern = find_pattern(problem, opts)
+    try:
+        pattern, source = find_pattern(problem, opts)
+    except ValueError as exc:
+        raise ConfigError(f"pattern: {exc}") from None
     colors = sparsity.color_rows(pattern) if by_rows else sparsity.color_columns(pattern)
     seed = sparsity.seeds(colors).to(dtype=problem.dtype, device=problem.device)
     device_pattern = Pattern(
         pattern.rows.to(problem.device), pattern.cols.to(problem.device), pattern.shape
     )
-    info = PrepInfo(n_colors=int(seed.shape[0]), pattern_density=pattern.density)
+    bound = sparsity.lower_bound(pattern.transposed if by_rows else pattern)
+    info = PrepInfo(
+        n_colors=int(seed.shape[0]),
+        pattern_density=pattern.density,
+        colors_lower_bound=bound,
+        pattern_source=source,
+    )
     crow = pattern.crow_indices().to(problem.device)
     assemble = Assembler(problem, device_pattern, opts.output, crow)
     return device_pattern, colors.to(problem.device), seed, assemble, info
+
+
+def _checked(
+    problem: Problem, jac: Callable, info: PrepInfo, approximate: bool = False
+) -> Declared:
+    """The sparse Jacobian, after ``sparsity.verify`` at the problem's first point (an
+    approximate one to within its dtype's tolerance for finite differences)."""
+    x = problem.points[0]
+    first = jac(problem.x)
+    if problem.batch > 1:
+        first = first[0]
+    elif not isinstance(first, torch.Tensor):  # scipy output
+        first = torch.from_numpy(first.toarray()).to(x)
+    try:
+        allowed = tolerance(problem.dtype, Kind.APPROXIMATE) if approximate else None
+        sparsity.verify(problem.f, x, first, info.pattern_source, allowed)
+    except ValueError as exc:
+        raise ConfigError(str(exc)) from None
+    return Declared(jac, info)
 
 
 def _maybe_compiled(values: Callable, problem: Problem, opts: SparseOptions) -> Callable:
@@ -130,7 +179,7 @@ def sparse_jacfwd(problem: Problem, opts: SparseOptions):
 
     many = per_point(problem, compressed)
     values = _maybe_compiled(lambda x: many(x)[..., entry_colors, pattern.rows], problem, opts)
-    return Declared(lambda x: assemble(values(x)), info)
+    return _checked(problem, lambda x: assemble(values(x)), info)
 
 
 @strategy(Kind.EXACT, Mode.REVERSE, options=SparseOptions, batch=True)
@@ -146,7 +195,7 @@ def sparse_jacrev(problem: Problem, opts: SparseOptions):
 
     many = per_point(problem, compressed)
     values = _maybe_compiled(lambda x: many(x)[..., entry_colors, pattern.cols], problem, opts)
-    return Declared(lambda x: assemble(values(x)), info)
+    return _checked(problem, lambda x: assemble(values(x)), info)
 
 
 @strategy(Kind.APPROXIMATE, Mode.NUMERIC, options=SparseFdOptions, batch=True)
@@ -172,4 +221,4 @@ def sparse_fd(problem: Problem, opts: SparseFdOptions):
         values = compressed[:, entry_colors, pattern.rows] / h[:, pattern.cols]
         return assemble(values if B > 1 else values[0])
 
-    return Declared(jac, info)
+    return _checked(problem, jac, info, approximate=True)
