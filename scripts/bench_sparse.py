@@ -1,21 +1,22 @@
 """Sparse versus dense Jacobians on banded PDE residuals: interleaved timing, one process,
 float32, 1 thread.
 
-For burgers (tridiagonal) at n = 1024, 4096, 16384 and the 2-D Laplacian residual (5-point
-stencil) on a 64 x 64 grid it prepares the dense exact strategies (jacfwd, jacrev,
-jacfwd_compiled), the batched forward difference (fd_forward) and the sparse ones (compiled,
-returning CSR; eager, returning the dense matrix; sparse_fd), then times them in interleaved
-rounds (each round times every strategy once, rotating the order, so drift of a noisy
-machine hits all alike) and prints per problem: the median per call, ratios to the best dense
-exact strategy, to fd_forward and to one batched forward pass over n_colors points (the
-floor for n_colors passes), peak memory of one call, setup + first call, and the relative
-error against the float64 analytic Jacobian. The last lines are the targets for burgers
-n=4096:
-
-    dense/sparse >= 300, sparse/f(colours) <= 3, error level of the dense exact strategies
-
-and what `auto` (defaults: calibration, compile) chooses on burgers n=4096 and on the
-default MLP (a sparse strategy, a dense one).
+1. Detection and colouring: for burgers n = 4096, 16384 and the 2-D Laplacian on 64x64 and
+   256x256 grids, the time to trace the pattern (jacbench.core.pattern_trace) against the
+   NaN-tangent probe at one point, whether the traced pattern equals the declared one, and
+   the colours against their lower bound; with JAX and asdex installed (`pip install
+   "jax[cpu]" asdex`, optional) asdex's detection + colouring and its jitted Jacobian on the
+   same functions, and the ratios.
+2. Per call: for burgers (tridiagonal) and the Laplacian it prepares the dense exact
+   strategies (jacfwd, jacrev, jacfwd_compiled; only up to N = 4096: beyond, a dense
+   Jacobian takes GBs and seconds a call), the batched forward difference (fd_forward) and
+   the sparse ones (compiled, returning CSR; eager, returning the dense matrix; sparse_fd),
+   then times them in interleaved rounds (each round times every strategy once, rotating the
+   order) and prints per problem: the median per call, ratios to the best dense exact
+   strategy, to fd_forward and to one batched forward pass over n_colors points (the floor
+   for n_colors passes), peak memory of one call, setup + first call, and the relative error
+   against the float64 analytic Jacobian (N <= 4096).
+3. What `auto` chooses on burgers n=4096 and on the default MLP.
 
 Usage: python scripts/bench_sparse.py [--rounds 3] [--min-run-time 0.05] [--sizes 1024,4096]
 """
@@ -23,6 +24,8 @@ Usage: python scripts/bench_sparse.py [--rounds 3] [--min-run-time 0.05] [--size
 from __future__ import annotations
 
 import argparse
+import functools
+import os
 import statistics
 import time
 import warnings
@@ -31,6 +34,7 @@ from collections.abc import Callable
 import torch
 from torch.utils import benchmark
 
+from jacbench.core import sparsity
 from jacbench.core.problem import Problem, build_problem
 from jacbench.core.registry import load_registry
 from jacbench.timing.measure import peak_memory
@@ -48,10 +52,100 @@ BEST_SPARSE = ("sparse_jacfwd[compile,csr]", "sparse_jacrev[compile,csr]")
 SLOW_CALL_S = 0.5  # calls slower than this are timed once per round
 
 
+DENSE_MAX_N = 4096  # dense strategies and the dense reference only up to this many inputs
+DETECTION = {
+    "burgers n=4096": {"_target_": "jacbench.models.pde.Burgers1D", "n": 4096},
+    "burgers n=16384": {"_target_": "jacbench.models.pde.Burgers1D", "n": 16384},
+    "laplacian2d 64x64": {"_target_": "jacbench.models.pde.Laplacian2D", "n": 64},
+    "laplacian2d 256x256": {"_target_": "jacbench.models.pde.Laplacian2D", "n": 256},
+}
+
+
 def problems(sizes: list[int]) -> dict[str, dict]:
     out = {f"burgers n={n}": {"_target_": "jacbench.models.pde.Burgers1D", "n": n} for n in sizes}
     out["laplacian2d 64x64"] = {"_target_": "jacbench.models.pde.Laplacian2D", "n": 64}
     return out
+
+
+def seconds(call: Callable[[], object], repeat: int = 3) -> float:
+    """The best of ``repeat`` wall times of one call (detection and colouring run once each
+    in a real use, so the best of a few is the fair figure)."""
+    times = []
+    for _ in range(repeat):
+        start = time.perf_counter()
+        call()
+        times.append(time.perf_counter() - start)
+    return min(times)
+
+
+def asdex_figures(cfg: dict, x: torch.Tensor) -> tuple[float, int, float] | None:
+    """(detection + colouring seconds, colours, jitted call seconds) of asdex on the same
+    function written in JAX; None where JAX or asdex is not installed."""
+    try:
+        import asdex
+        import jax
+        import jax.numpy as jnp
+    except ImportError:
+        return None
+    n = cfg["n"]
+    if "Burgers1D" in cfg["_target_"]:
+        dx, nu = 1.0 / (n + 1), 0.05
+
+        def f(u):
+            p = jnp.pad(u, 1)
+            left, right = p[:-2], p[2:]
+            return u * (right - left) / (2 * dx) - nu * (right - 2 * u + left) / dx**2
+
+    else:
+        h = 1.0 / (n + 1)
+
+        def f(u):
+            grid = u.reshape(n, n)
+            p = jnp.pad(grid, 1)
+            nb = p[:-2, 1:-1] + p[2:, 1:-1] + p[1:-1, :-2] + p[1:-1, 2:]
+            return ((4 * grid - nb) / h**2 - jnp.exp(grid)).reshape(-1)
+
+    start = time.perf_counter()
+    jac = asdex.jacobian(f, input_shape=x.numel())
+    prepare_s = time.perf_counter() - start
+    colours = getattr(getattr(jac, "colored_pattern", None), "num_colors", None)
+    fast = jax.jit(jac)
+    point = jnp.asarray(x.numpy())
+    jax.block_until_ready(fast(point))
+    call_s = seconds(lambda: jax.block_until_ready(fast(point)), repeat=20)
+    return prepare_s, int(colours) if colours is not None else -1, call_s
+
+
+def detection(labels: list[str]) -> None:
+    """Part 1 of the docstring."""
+    print("\ndetection and colouring (best of 3; probe: NaN tangents at one point)")
+    print(
+        f"{'problem':22s}{'trace [s]':>11s}{'probe [s]':>11s}{'colour [s]':>12s}"
+        f"{'colours':>9s}{'bound':>7s}{'= declared':>12s}{'asdex [s]':>11s}{'asdex col':>11s}"
+        f"{'trace/asdex':>13s}"
+    )
+    for label in labels:
+        cfg = DETECTION[label]
+        problem = build_problem(cfg, torch.float32, CPU, seed=0)
+        x, shape = problem.points[0], (problem.n_out, problem.n_in)
+        f, points, n_out = problem.f, problem.points, problem.n_out
+        traced = sparsity.find(f, points, n_out)[0]
+        trace_s = seconds(functools.partial(sparsity.find, f, points, n_out))
+        probe_s = seconds(functools.partial(sparsity.detect, f, [x], n_out), repeat=1)
+        colour_s = seconds(functools.partial(sparsity.color_columns, traced), repeat=1)
+        colours = int(sparsity.color_columns(traced).max()) + 1
+        declared = sparsity.from_tensor(problem.sparsity(), shape)
+        same = bool(
+            torch.equal(declared.rows, traced.rows) and torch.equal(declared.cols, traced.cols)
+        )
+        theirs = asdex_figures(cfg, x)
+        line = (
+            f"{label:22s}{trace_s:11.3f}{probe_s:11.3f}{colour_s:12.3f}{colours:9d}"
+            f"{sparsity.lower_bound(traced):7d}{str(same):>12s}"
+        )
+        if theirs is not None:
+            line += f"{theirs[0]:11.3f}{theirs[1]:11d}{(trace_s + colour_s) / theirs[0]:13.2f}"
+        print(line)
 
 
 def time_call(call: Callable[[], torch.Tensor], min_run_time: float) -> float:
@@ -145,13 +239,19 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--rounds", type=int, default=3)
     parser.add_argument("--min-run-time", type=float, default=0.05)
-    parser.add_argument("--sizes", default="1024,4096,16384", help="burgers sizes, comma-separated")
+    parser.add_argument(
+        "--sizes", default="1024,4096", help=f"burgers sizes for part 2 (at most {DENSE_MAX_N})"
+    )
     parser.add_argument("--no-auto", action="store_true", help="skip what auto chooses")
     args = parser.parse_args()
     torch.set_num_threads(1)
     warnings.simplefilter("ignore")  # inductor's FutureWarnings, CSR's beta notice
     sizes = [int(s) for s in args.sizes.split(",")]
+    if max(sizes) > DENSE_MAX_N:
+        parser.error(f"--sizes: dense strategies take GBs beyond N={DENSE_MAX_N}")
     print(f"torch {torch.__version__}, float32, 1 thread, {args.rounds} interleaved rounds")
+    print(f"load average {os.getloadavg()[0]:.2f} on {os.cpu_count()} cores")
+    detection(list(DETECTION))
     summary = {
         label: run_problem(label, cfg, args.rounds, args.min_run_time)
         for label, cfg in problems(sizes).items()

@@ -45,3 +45,43 @@ def test_bad_strategy_or_option_is_refused_with_valid_names():
         jacbench.jacobian(torch.sin, torch.randn(3), "nosuch")
     with pytest.raises(ValueError, match="valid options"):
         jacbench.jacobian(torch.sin, torch.randn(3), "jacrev", chunksize=2)
+
+
+def test_prepare_never_changes_the_callers_point():
+    # issue 32: prepare called f on a view of x0, so a mutating f changed x0 by 3.0
+    def mutating(v: torch.Tensor) -> torch.Tensor:
+        v.add_(1.0)
+        return v.sin()
+
+    x0 = torch.zeros(3)
+    for strategy in ("jacrev", "jacfwd", "fd_forward"):
+        jacbench.prepare(mutating, x0, strategy)
+    assert torch.equal(x0, torch.zeros(3))
+
+
+def test_a_step_far_outside_a_sane_range_is_refused():
+    # eps=1e300 returned an all-zero Jacobian
+    for eps in (1e300, 0.5):
+        with pytest.raises(ValueError, match="eps must be at most 0.1"):
+            jacbench.prepare(net(), torch.randn(3), "fd_forward", eps=eps)
+
+
+def test_a_nan_jacobian_comes_with_a_warning():
+    prep = jacbench.prepare(lambda v: v.sqrt(), torch.ones(3), "jacrev")
+    with pytest.warns(jacbench.NonFiniteJacobian, match="NaN or infinite entries of 9"):
+        prep(-torch.ones(3))
+
+
+@pytest.mark.parametrize("strategy", ["jacfwd", "forward_ad_loop", "functional_forward"])
+def test_forward_mode_prepared_jacobians_are_safe_from_two_threads(strategy):
+    # issue 32: 50-55% of calls from 2 threads failed with "Nested forward mode AD is not
+    # supported"
+    import concurrent.futures
+
+    model = net()
+    prep = jacbench.prepare(model, torch.randn(3), strategy)
+    points = [torch.randn(3) for _ in range(40)]
+    with concurrent.futures.ThreadPoolExecutor(2) as pool:
+        results = list(pool.map(prep, points))
+    for x, jac in zip(points, results, strict=True):
+        assert torch.allclose(jac, torch.func.jacrev(model)(x), atol=1e-6)

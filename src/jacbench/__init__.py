@@ -16,11 +16,12 @@ from typing import TYPE_CHECKING, Any
 if TYPE_CHECKING:
     from jacbench.api import jacobian, prepare
     from jacbench.core.params import FlatParams
-    from jacbench.core.prepared import PointMismatch, Prepared, PrepInfo
+    from jacbench.core.prepared import NonFiniteJacobian, PointMismatch, Prepared, PrepInfo
 
 __version__ = "0.1.0"
 _HOMES = {
     "FlatParams": "jacbench.core.params",
+    "NonFiniteJacobian": "jacbench.core.prepared",
     "PointMismatch": "jacbench.core.prepared",
     "PrepInfo": "jacbench.core.prepared",
     "Prepared": "jacbench.core.prepared",
@@ -29,6 +30,7 @@ _HOMES = {
 }
 __all__ = [
     "FlatParams",
+    "NonFiniteJacobian",
     "PointMismatch",
     "PrepInfo",
     "Prepared",

@@ -37,9 +37,9 @@ def prepare(
     flattened function instead (torch's, or a ``scipy.sparse.csr_array``), and take a declared
     ``pattern=``: an (M, N) boolean matrix or index pairs ``(rows, cols)``.
     """
-    x = example_x.detach()
-    with torch.no_grad():
-        out_shape = tuple(f(x).shape)
+    x = example_x.detach().clone()  # a copy: a function that mutates its input cannot reach
+    with torch.no_grad():  # the caller's tensor
+        out_shape = tuple(f(x.clone()).shape)
     module = f if isinstance(f, nn.Module) else FunctionModule(f)
     problem = make_problem(_label(f), module, x, "input", False)
     flat = load_registry().prepare(strategy, problem, **options)

@@ -8,6 +8,7 @@ setup decided is a declared, typed field (``info``), never an attribute set on a
 
 from __future__ import annotations
 
+import warnings
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
@@ -46,8 +47,11 @@ class Prepared:
     """``prep(x)``: the Jacobian at ``x``, by the strategy prepared for points like ``x``.
 
     Calls run under ``torch.no_grad()``: the result never carries a graph (strategies that
-    need autograd enable it inside). A point of another shape, dtype or device is refused
-    with a message naming what was prepared and what was given.
+    need autograd enable it inside). A Jacobian with NaN or infinite entries comes with a
+    ``NonFiniteJacobian`` warning. Safe to call from several threads (forward-mode ones take
+    turns: torch's forward AD is not usable from two threads at once). A point of another
+    shape, dtype or device is refused with a message naming what was prepared and what was
+    given.
     """
 
     fn: JacobianFn = field(repr=False)
@@ -68,4 +72,18 @@ class Prepared:
     def __call__(self, x: torch.Tensor) -> torch.Tensor:
         self.check(x)
         with torch.no_grad():
-            return self.fn(x)
+            out = self.fn(x)
+        values = out.values() if getattr(out, "layout", torch.strided) == torch.sparse_csr else out
+        if isinstance(values, torch.Tensor) and not bool(torch.isfinite(values).all()):
+            bad = int((~torch.isfinite(values)).sum())
+            warnings.warn(
+                f"{self.strategy}: the Jacobian has {bad} NaN or infinite entries of "
+                f"{values.numel()} at this point (f or its derivative is not finite here)",
+                NonFiniteJacobian,
+                stacklevel=2,
+            )
+        return out
+
+
+class NonFiniteJacobian(RuntimeWarning):
+    """A prepared Jacobian returned NaN or infinite entries."""

@@ -9,6 +9,7 @@ something worth recording. ``StrategySpec.prepare`` wraps either into a ``Prepar
 from __future__ import annotations
 
 import dataclasses
+import threading
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
@@ -35,6 +36,22 @@ __all__ = [
 ]
 
 PrepareFn = Callable[["Problem", Any], "JacobianFn | Declared"]
+
+
+# torch's forward-mode AD keeps its dual levels per process: two threads in jvp at once fail
+# with "Nested forward mode AD is not supported" (half the calls, measured). Forward-mode
+# prepared Jacobians therefore take turns; reverse mode and differences run concurrently.
+FORWARD_AD = threading.RLock()
+
+
+def serialised(jac: JacobianFn) -> JacobianFn:
+    """``jac`` called under ``FORWARD_AD``: safe from several threads, one at a time."""
+
+    def one_at_a_time(x: torch.Tensor) -> torch.Tensor:
+        with FORWARD_AD:
+            return jac(x)
+
+    return one_at_a_time
 
 
 @dataclass
@@ -76,8 +93,9 @@ class StrategySpec:
         with torch.no_grad():  # the setup runs in the grad mode its calls will run in
             built = self.setup(problem, opts)
         declared = built if isinstance(built, Declared) else Declared(built)
+        fn = serialised(declared.jac) if self.mode is Mode.FORWARD else declared.jac
         return Prepared(
-            fn=declared.jac,
+            fn=fn,
             strategy=self.name,
             shape=tuple(problem.x.shape),
             dtype=problem.dtype,

@@ -18,6 +18,9 @@ from jacbench.core.strategy import Kind, Mode, StrategySkip, strategy
 CHUNK_ELEMENTS = 1 << 20
 
 
+MAX_EPS = 0.1  # relative steps above this are refused (eps=1e300 gave an all-zero Jacobian)
+
+
 @dataclass
 class FdOptions:
     # Relative step: h_j = eps * max(1, |x_j|). null picks the textbook optimum for the
@@ -27,6 +30,11 @@ class FdOptions:
     def __post_init__(self) -> None:
         if self.eps is not None and not (math.isfinite(self.eps) and self.eps > 0):
             raise ValueError(f"eps must be a positive number or null, got {self.eps}")
+        if self.eps is not None and self.eps > MAX_EPS:
+            raise ValueError(
+                f"eps must be at most {MAX_EPS} (a relative step), got {self.eps}: a larger "
+                "step measures a secant over a wide interval, not a derivative"
+            )
 
 
 def default_eps(dtype: torch.dtype, central: bool) -> float:
