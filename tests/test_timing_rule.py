@@ -249,3 +249,36 @@ def test_an_answer_marks_rows_reused_from_an_earlier_command():
     assert "jacrev float32 (mlp): measured 2026-01-02 03:04 UTC" in note
     assert "jacfwd" not in note and "force=true" in note
     assert reused_note(rows.assign(resumed=False)) == ""
+
+
+def test_side_by_side_interleaves_and_keeps_every_block():
+    from jacbench.timing.measure import side_by_side
+
+    order = []
+    calls = {name: (lambda name=name: order.append(name)) for name in ("a", "b", "c")}
+    timings = side_by_side(calls, rounds=MIN_BLOCKS, block_s=0.0)
+    assert {t.n_blocks for t in timings.values()} == {MIN_BLOCKS}
+    blocks = order[3:]  # after one calibration call each, one call per block (block_s 0)
+    assert blocks[:3] == ["a", "b", "c"] and blocks[3:6] == ["b", "c", "a"]  # rotated
+    assert all(interval_of(t.__dict__, n) is not None for n, t in timings.items())
+
+
+def test_the_top_two_of_a_problem_are_retimed_together_and_auto_is_not_its_own_rival():
+    from conftest import compose_job
+    from jacbench.core.registry import load_registry
+    from jacbench.run.runner import execute
+    from jacbench.run.side_by_side import retime_top
+
+    registry = load_registry()
+    results = [
+        execute(compose_job(f"strategy={name}", "timing=quick", "timing.memory=false"), registry)
+        for name in ("jacrev", "jacfwd", "fd_forward")
+    ]
+    rows = pd.DataFrame([r.__dict__ for r in results])
+    rows.loc[2, "strategy"] = "auto"  # an auto row that chose jacrev is left out
+    rows.loc[2, "chosen_strategy"] = "jacrev"
+    retimed, lines = retime_top(rows, registry)
+    assert list(retimed["timed_side_by_side"]) == [True, True, False]
+    assert (retimed.loc[:1, "n_blocks"] == 2 * MIN_BLOCKS).all()
+    assert len(lines) == 1 and "re-timed side by side (12 interleaved blocks each)" in lines[0]
+    assert "jacrev" in lines[0] and "jacfwd" in lines[0] and "fd_forward" not in lines[0]

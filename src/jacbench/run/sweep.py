@@ -267,7 +267,11 @@ def summarise(state: SweepState, console: Any) -> ParentOutcome:
     artifacts += [summary_path] if not not_written else []
     answer = ""
     if state.analysis and len(rows):
-        answer = answer_experiment(state, rows, console)
+        from jacbench.core.registry import load_registry  # torch: only where a preset answers
+        from jacbench.run.side_by_side import retime_top
+
+        rows, retimed = retime_top(rows, load_registry())
+        answer = answer_experiment(state, rows, console, retimed)
         artifacts.append(Path(state.sweep_dir) / "answer.md")
     if state.report and len(rows):
         report_dir = Path(state.sweep_dir) / "report"
@@ -332,15 +336,22 @@ def reused_note(rows: Any) -> str:
     )
 
 
-def answer_experiment(state: SweepState, rows: Any, console: Any) -> str:
-    """Run the experiment's analysis on the recorded rows; print it and save it as
-    answer.md (a fenced block, so markdown viewers keep its columns); returns the answer."""
+def answer_experiment(
+    state: SweepState, rows: Any, console: Any, retimed: list[str] | None = None
+) -> str:
+    """Run the experiment's analysis on the recorded rows (the top candidates re-timed side
+    by side, ``retimed`` saying which); print it and save it as answer.md (a fenced block, so
+    markdown viewers keep its columns); returns the answer."""
     path = Path(state.sweep_dir) / "answer.md"
     try:
         answer = load_analysis(str(state.analysis))(rows)
     except Exception as exc:
         answer = f"The analysis {state.analysis} could not answer: {type(exc).__name__}: {exc}"
     answer = answer.rstrip() + reused_note(rows)
+    if retimed:
+        answer += "\n\nTimed again side by side before naming a winner:\n" + "\n".join(
+            f"- {line}" for line in retimed
+        )
     console.print(Panel(Text(answer), title="answer", expand=False))
     title = f"# Answer: {str(state.analysis).partition(':')[0].rpartition('.')[2]}"
     try:

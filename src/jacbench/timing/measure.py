@@ -146,16 +146,23 @@ def time_steady_state(prep: Prepared, x: torch.Tensor, timing: TimingConfig) -> 
     while len(walls) < MIN_BLOCKS:
         check_interrupt()
         walls += timer.timeit(m.number_per_run).raw_times
-    m = benchmark.Measurement(m.number_per_run, walls, m.task_spec)
     cpus = [clock.cpu_of_block.get(w, float("nan")) for w in walls]
-    per_call = [w / m.number_per_run for w in walls]
-    cpu_per_call = [c / m.number_per_run for c in cpus]
+    return from_blocks(walls, cpus, m.number_per_run, m.task_spec)
+
+
+def from_blocks(
+    walls: list[float], cpus: list[float], number: int, task: benchmark.utils.common.TaskSpec
+) -> Timing:
+    """The timing record of blocks of ``number`` calls each: their wall and CPU seconds."""
+    m = benchmark.Measurement(number, walls, task)
+    per_call = [w / number for w in walls]
+    cpu_per_call = [c / number for c in cpus]
     low, high = median_interval(per_call)
     cpu_low, cpu_high = median_interval(cpu_per_call)
     return Timing(
         time_median_s=float(m.median),
         time_iqr_s=float(m.iqr),
-        n_timed=int(m.number_per_run * len(walls)),
+        n_timed=int(number * len(walls)),
         timing_warning=spread_warning(m),
         n_blocks=len(walls),
         time_ci_low_s=float(low),
@@ -168,6 +175,34 @@ def time_steady_state(prep: Prepared, x: torch.Tensor, timing: TimingConfig) -> 
         cpu_wall_ratio=float(sum(cpus) / sum(walls)),
         load_avg_1m=float(os.getloadavg()[0]),
     )
+
+
+def side_by_side(
+    calls: dict[str, Callable[[], object]], rounds: int = 2 * MIN_BLOCKS, block_s: float = 0.02
+) -> dict[str, Timing]:
+    """Time several calls interleaved in one process (A B A B ..., the order rotated each
+    round), so that a change of the machine's load hits all of them alike instead of deciding
+    their order. torch.utils.benchmark times one statement at a time, hence this loop; each
+    block is ``block_s`` of calls (at least one), timed by wall and process CPU clock."""
+    numbers = {}
+    for name, call in calls.items():
+        start = time.perf_counter()
+        call()
+        numbers[name] = max(1, int(block_s / max(time.perf_counter() - start, 1e-9)))
+    walls: dict[str, list[float]] = {name: [] for name in calls}
+    cpus: dict[str, list[float]] = {name: [] for name in calls}
+    names = list(calls)
+    for r in range(rounds):
+        for name in names[r % len(names) :] + names[: r % len(names)]:
+            check_interrupt()
+            call, number = calls[name], numbers[name]
+            wall, cpu = time.perf_counter(), time.process_time()
+            for _ in range(number):
+                call()
+            walls[name].append(time.perf_counter() - wall)
+            cpus[name].append(time.process_time() - cpu)
+    task = benchmark.utils.common.TaskSpec("side by side", "")
+    return {name: from_blocks(walls[name], cpus[name], numbers[name], task) for name in names}
 
 
 @dataclass(frozen=True)
