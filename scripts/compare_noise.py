@@ -58,6 +58,9 @@ def flagged(folder: Path, a: str, b: str, env: dict[str, str]) -> tuple[int, int
         if line.startswith("|") and not line.startswith("|--") and "strategy" not in line
     ]
     rows = [r for r in rows if len(r) > 5 and not set(r[0]) <= {"-", ":"}]
+    for r in rows:
+        if r[5] in FLAGS:
+            print(f"  flagged {a} -> {b}: " + " | ".join(r[:7]))
     return sum(r[5] in FLAGS for r in rows), len(rows)
 
 

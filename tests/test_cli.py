@@ -188,9 +188,9 @@ def test_per_sample_batch_and_strategies_that_cannot_batch(cli):
 
 @pytest.mark.slow  # a real process with the user's PYTHONPATH: ~6 s
 def test_the_readme_user_model_example_runs(cli):
-    readme = (Path(__file__).resolve().parents[1] / "README.md").read_text()
+    readme = (Path(__file__).resolve().parents[1] / "docs" / "extending.md").read_text()
     block = re.search(r"```python\n(# my_model\.py\n.*?)```", readme, re.S)
-    assert block, "README lost its user-model example"
+    assert block, "docs/extending.md lost its user-model example"
     (cli.folder / "my_model.py").write_text(block.group(1))
     env = clean_env(PYTHONPATH=str(cli.folder))
     args = ["model=custom", "model._target_=my_model.Rotate", "model.input_shape=[2]"]

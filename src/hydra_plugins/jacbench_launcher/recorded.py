@@ -11,9 +11,9 @@ from hydra.core.utils import JobReturn, JobStatus
 from hydra.plugins.launcher import Launcher
 from omegaconf import DictConfig
 
-from jacbench.report.display import make_console
-from jacbench.run.resume import count_as_done, recorded_result, results_dir
-from jacbench.run.sweep import launching_sweep
+# jacbench itself (torch, pandas, MLflow behind it) is imported inside the functions: Hydra
+# imports every hydra_plugins module at the start-up of any Hydra app in the environment, and
+# an app that never launches a jacbench sweep must not pay for it (issue 29).
 
 
 def maybe_recorded(
@@ -22,6 +22,8 @@ def maybe_recorded(
     """Whether any job can be recorded already: not on a first run into an empty results
     folder, nor with force=true (then no job's config is looked up here: composed, ~0.15 s
     each, under Hydra's basic sweeper; copied from the validation's under jacbench's)."""
+    from jacbench.run.resume import results_dir
+
     if config.get("force"):
         return False
     swept = {o.partition("=")[0].lstrip("+~") for overrides in job_overrides for o in overrides}
@@ -33,6 +35,10 @@ def recorded_jobs(
 ) -> set[int]:
     """Positions in ``job_overrides`` of the jobs already recorded, each counted in the sweep
     now and said so (force=true sends them all out)."""
+    from jacbench.report.display import make_console
+    from jacbench.run.resume import count_as_done, recorded_result
+    from jacbench.run.sweep import launching_sweep
+
     sweep = launching_sweep()
     config: DictConfig = launcher.config  # type: ignore[attr-defined]
     launch_dir = Path(str(config.hydra.runtime.cwd))

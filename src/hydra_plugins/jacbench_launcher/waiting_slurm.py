@@ -10,13 +10,15 @@ import subprocess
 import sys
 import time
 from collections.abc import Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-import submitit
 from hydra.core.utils import JobReturn, JobStatus
 from hydra_plugins.hydra_submitit_launcher.submitit_launcher import SlurmLauncher
 
 from hydra_plugins.jacbench_launcher.recorded import completed, recorded_jobs
+
+if TYPE_CHECKING:  # submitit is imported where a SLURM sweep launches, as hydra-submitit does
+    import submitit
 
 POLL_S = 1.0
 PENDING_REPORT_S = 60.0  # say which tasks pend (and why) after this long, then as often again
@@ -69,6 +71,8 @@ class WaitingSlurmLauncher(SlurmLauncher):
         done = recorded_jobs(self, job_overrides, initial_job_idx)
         if len(done) == len(job_overrides):
             return [completed(o) for o in job_overrides]
+        import submitit
+
         jobs: dict[int, submitit.Job] = {}  # position in job_overrides -> its SLURM task
         map_array = submitit.AutoExecutor.map_array
 
