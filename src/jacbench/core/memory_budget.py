@@ -9,6 +9,7 @@ method that bounds the reference's uncertainty, and the comparison's float64 tem
 
 from __future__ import annotations
 
+import dataclasses
 import os
 import resource
 from dataclasses import dataclass
@@ -34,6 +35,16 @@ class MemoryEstimate:
 
     def cpu_bytes(self, device: torch.device) -> int:
         return self.reference_bytes + (self.answer_bytes if device.type == "cpu" else 0)
+
+
+# Above this many entries the dense float64 reference (and its check) is not built: the
+# verdict comes from a sampled reference (jacbench.core.reference.sampled_reference).
+DENSE_REFERENCE_MAX = 1 << 25  # 33.5 million entries: 256 MiB a float64 copy
+
+
+def sampled(n_out: int, n_in: int, batch: int) -> bool:
+    """Whether the job's reference is sampled rather than dense."""
+    return n_out * n_in * batch > DENSE_REFERENCE_MAX
 
 
 def estimate(n_out: int, n_in: int, batch: int, dtype: torch.dtype) -> MemoryEstimate:
@@ -109,10 +120,17 @@ def check_fits(
     dtype: torch.dtype,
     device: torch.device,
     room: int | None = None,
+    dense_answer: bool = True,
 ) -> None:
     """Raise one clear ConfigError when the job's Jacobians cannot fit in memory (``room``:
-    the CPU memory available, default what this process can still allocate)."""
+    the CPU memory available, default what this process can still allocate). A Jacobian too
+    large for a dense float64 reference (``sampled``) is judged on a sample instead; a sparse
+    answer (``dense_answer`` false) holds only its nonzeros."""
     need = estimate(n_out, n_in, batch, dtype)
+    if sampled(n_out, n_in, batch):  # no dense reference; a dense answer and its working copy
+        need = dataclasses.replace(need, reference_bytes=need.answer_bytes if dense_answer else 0)
+    if not dense_answer:
+        need = dataclasses.replace(need, answer_bytes=0)
     shape = f"{n_out} x {n_in}" + (f" x {batch} points" if batch > 1 else "")
     advice = (
         "use a smaller model or input_shape (fewer parameters with wrt=params): the whole "
@@ -124,7 +142,8 @@ def check_fits(
         raise ConfigError(
             f"not run: the {shape} Jacobian needs about {_gib(need.cpu_bytes(device))} of "
             f"memory ({_gib(need.answer_bytes)} in {str(dtype).removeprefix('torch.')}, "
-            f"{_gib(need.reference_bytes)} for the float64 reference and its check) but "
+            f"{_gib(need.reference_bytes)} for the float64 reference and its check, or the "
+            f"answer's working copy where the reference is sampled) but "
             f"{_gib(room)} are available; {advice}"
         )
     if device.type == "cuda":

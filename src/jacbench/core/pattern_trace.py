@@ -316,13 +316,8 @@ def _reduced_dims(node: torch.fx.Node, args: tuple) -> list[int]:
     return [d % ndim for d in dims]
 
 
-def _along_dims_rule(prop: Propagation, node: torch.fx.Node, args: tuple, kwargs: dict) -> Any:
-    """Reductions (sum, mean, amax, prod, norm, logsumexp, var) and ops along a dim (softmax,
-    cumsum, sort, topk): every output element depends on its whole slice along the dims."""
-    source = args[0]
-    if not isinstance(source, Dep):
-        return prop._dense(node, Propagation._deps(args))
-    dims = _reduced_dims(node, args)
+def _slices(source: Dep, dims: list[int]) -> tuple[sp.csr_array, np.ndarray]:
+    """(the inputs each slice along ``dims`` depends on, the slice of each element)."""
     group_shape = [1 if d in dims else s for d, s in enumerate(source.shape)]
     groups = torch.arange(int(np.prod(group_shape, dtype=np.int64))).reshape(group_shape)
     group_of = groups.broadcast_to(source.shape).reshape(-1).numpy()
@@ -331,6 +326,16 @@ def _along_dims_rule(prop: Propagation, node: torch.fx.Node, args: tuple, kwargs
         shape=(int(groups.numel()), len(group_of)),
     )
     per_group = sp.csr_array((gather.astype(np.int32) @ source.rows.astype(np.int32)) != 0)
+    return per_group, group_of
+
+
+def _along_dims_rule(prop: Propagation, node: torch.fx.Node, args: tuple, kwargs: dict) -> Any:
+    """Reductions (sum, mean, amax, prod, norm, logsumexp, var) and ops along a dim (softmax,
+    cumsum, sort): every output element depends on its whole slice along the dims."""
+    source = args[0]
+    if not isinstance(source, Dep):
+        return prop._dense(node, Propagation._deps(args))
+    per_group, group_of = _slices(source, _reduced_dims(node, args))
 
     def shaped(out: Any) -> Dep:
         shape = tuple(int(s) for s in out.shape)
@@ -347,6 +352,20 @@ def _along_dims_rule(prop: Propagation, node: torch.fx.Node, args: tuple, kwargs
     if isinstance(value, (list, tuple)):
         return type(value)(shaped(v) for v in value)
     return shaped(value)
+
+
+def _cross_rule(prop: Propagation, node: torch.fx.Node, args: tuple, kwargs: dict) -> Dep:
+    """linalg_cross(a, b, dim): each component depends on the other operand's and its own
+    slice along ``dim`` (all three components, conservatively)."""
+    shape = _shape(node)
+    dim = kwargs.get("dim", args[2] if len(args) > 2 else -1) % len(shape)
+    parts = []
+    for operand in args[:2]:
+        if isinstance(operand, Dep):
+            full = Dep(shape, _broadcast(operand, shape))
+            per_group, group_of = _slices(full, [dim])
+            parts.append(_select(per_group, group_of))
+    return Dep(shape, _union(parts, int(np.prod(shape, dtype=np.int64)), prop.n))
 
 
 def _where_rule(prop: Propagation, node: torch.fx.Node, args: tuple, kwargs: dict) -> Dep:
@@ -406,6 +425,7 @@ RULES: dict[str, Callable[..., Any]] = {
     "addmv": _matmul_rule,
     "dot": _matmul_rule,
     "where": _where_rule,
+    "linalg_cross": _cross_rule,
     "detach": _detach_rule,
     "_local_scalar_dense": _scalar_rule,
 }
@@ -459,7 +479,11 @@ MOVES = {
 def trace(f: Callable[[torch.Tensor], torch.Tensor], x: torch.Tensor) -> torch.fx.GraphModule:
     """``f`` as an aten graph without mutations or views, traced with fake tensors so that
     nothing is specialised to the values of ``x`` (Python control flow on values fails)."""
-    functional = torch.func.functionalize(f, remove="mutations_and_views")
+
+    def call(v: torch.Tensor) -> torch.Tensor:  # a bound method or module, as one argument
+        return f(v)
+
+    functional = torch.func.functionalize(call, remove="mutations_and_views")
     try:
         return make_fx(functional, tracing_mode="fake", _allow_non_fake_inputs=True)(x)
     except Exception as exc:

@@ -22,6 +22,8 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
+import numpy as np
+import scipy.sparse
 import torch
 from torch.overrides import TorchFunctionMode
 from torch.utils._pytree import tree_map
@@ -151,8 +153,10 @@ def deterministic(f: Fn, x: torch.Tensor) -> str:
     return ""
 
 
-def fd_probe(f: Fn, x: torch.Tensor, jacobian: torch.Tensor, method: str, seed: int = 0) -> str:
-    """ "" when the reference's directional derivatives ``J v`` match float64 central
+def fd_probe(
+    f: Fn, x: torch.Tensor, jv: Callable[[torch.Tensor], torch.Tensor], method: str, seed: int = 0
+) -> str:
+    """ "" when the reference's directional derivatives ``jv(v) = J v`` match float64 central
     differences of ``f`` along ``PROBE_DIRECTIONS`` random unit directions, within the
     differences' own error bound (Richardson: the gap between steps h and 2h, plus rounding);
     else the mismatch, which means AD does not see all of ``f``. A direction whose differences
@@ -160,7 +164,6 @@ def fd_probe(f: Fn, x: torch.Tensor, jacobian: torch.Tensor, method: str, seed: 
     gen = torch.Generator().manual_seed(seed)
     eps = torch.finfo(torch.float64).eps
     h = eps ** (1 / 3) * max(1.0, float(x.abs().max()))
-    jac = jacobian.reshape(-1, x.numel())
     with torch.no_grad():
         for _ in range(PROBE_DIRECTIONS):
             v = torch.randn(x.shape, generator=gen, dtype=torch.float64).to(x)
@@ -172,9 +175,9 @@ def fd_probe(f: Fn, x: torch.Tensor, jacobian: torch.Tensor, method: str, seed: 
             d2 = (values[2] - values[-2]) / (4 * h)
             rounding = eps * float(torch.linalg.norm(values[1]) + torch.linalg.norm(values[-1]))
             bound = 10 * (float(torch.linalg.norm(d1 - d2)) + rounding / h)
-            jv = jac @ v.reshape(-1)
-            gap = float(torch.linalg.norm(jv - d1))
-            scale = max(float(torch.linalg.norm(jv)), float(torch.linalg.norm(d1)))
+            derivative = jv(v).reshape(-1)
+            gap = float(torch.linalg.norm(derivative - d1))
+            scale = max(float(torch.linalg.norm(derivative)), float(torch.linalg.norm(d1)))
             if gap > bound + PROBE_SLACK * scale:
                 return (
                     f"the {method} reference disagrees with a float64 finite-difference probe: "
@@ -209,14 +212,24 @@ class Reference:
 
     def undecided(self, tolerance: float) -> str:
         """Why no verdict at ``tolerance`` can be drawn against this reference; "" if one can."""
-        if self.unstable:
-            return self.unstable
-        if self.uncertainty is not None and self.uncertainty > tolerance:
-            return (
-                f"the reference methods disagree: {self.method} and {self.other} differ by "
-                f"{self.uncertainty:.2g} (relative), above the tolerance {tolerance:.2g}"
-            )
-        return self.doubt
+        methods = f"{self.method} and {self.other}"
+        return undecided_reason(tolerance, self.uncertainty, methods, self.unstable, self.doubt)
+
+
+def undecided_reason(
+    tolerance: float, uncertainty: float | None, methods: str, unstable: str, doubt: str
+) -> str:
+    """The reason a reference cannot decide a verdict, most fundamental first: the function
+    is not deterministic, the reference's methods disagree beyond the tolerance, or AD
+    disagrees with the finite-difference probe. "" where none holds."""
+    if unstable:
+        return unstable
+    if uncertainty is not None and uncertainty > tolerance:
+        return (
+            f"the reference methods disagree: {methods} differ by {uncertainty:.2g} "
+            f"(relative), above the tolerance {tolerance:.2g}"
+        )
+    return doubt
 
 
 def _methods(problem: Problem) -> dict[str, Fn]:
@@ -302,8 +315,82 @@ class References:
         if method not in self.doubts:
             f, x = in_float64(self.exact.f), self.exact.points[0]
             first = self.jacobians[method].reshape(-1, self.exact.n_out, self.exact.n_in)[0]
-            self.doubts[method] = fd_probe(f, x, first, method)
+            self.doubts[method] = fd_probe(f, x, lambda v: first @ v.reshape(-1), method)
         return self.doubts[method]
+
+
+SAMPLE = 32  # columns and rows a sampled reference computes
+SAMPLED, SAMPLED_METHOD = "sampled", "sampled_float64"
+
+
+@dataclass(frozen=True)
+class Sample:
+    """A reference that scales: ``SAMPLE`` random columns of the Jacobian by forward mode and
+    as many random rows by reverse mode, in float64, at the first point. The two modes agree
+    on the entries both computed (their disagreement is the uncertainty), and a strategy's
+    answer is judged on every sampled entry. For Jacobians whose dense float64 reference does
+    not fit (bundle adjustment: 95529 x 55710, 42 GB)."""
+
+    cols: torch.Tensor  # (k,) column indices
+    rows: torch.Tensor  # (k,) row indices
+    by_cols: torch.Tensor  # (M, k): J[:, cols]
+    by_rows: torch.Tensor  # (k, N): J[rows, :]
+    uncertainty: float | None
+    unstable: str = ""
+    doubt: str = ""
+
+    @property
+    def entries(self) -> int:
+        return int(self.by_cols.numel() + self.by_rows.numel())
+
+    def undecided(self, tolerance: float) -> str:
+        methods = "forward and reverse mode"
+        return undecided_reason(tolerance, self.uncertainty, methods, self.unstable, self.doubt)
+
+    def expected(self) -> torch.Tensor:
+        """The sampled entries, in the order ``sampled_entries`` reads an answer."""
+        return torch.cat([self.by_cols.reshape(-1), self.by_rows.reshape(-1)])
+
+
+def sampled_entries(answer: Any, sample: Sample, shape: tuple[int, int]) -> torch.Tensor:
+    """The entries of a strategy's answer (dense, torch CSR or scipy CSR; the first point's
+    Jacobian) at the sampled columns and rows, as float64, without densifying a sparse one."""
+    cols, rows = sample.cols.numpy(), sample.rows.numpy()
+    if isinstance(answer, torch.Tensor) and answer.layout == torch.strided:
+        jac = answer.detach().reshape(-1, *shape)[0].to("cpu", torch.float64)
+        return torch.cat([jac[:, cols].reshape(-1), jac[rows, :].reshape(-1)])
+    if isinstance(answer, torch.Tensor):  # torch CSR
+        parts = (answer.values(), answer.col_indices(), answer.crow_indices())
+        answer = scipy.sparse.csr_array(tuple(p.detach().cpu().numpy() for p in parts), shape=shape)
+    csr = scipy.sparse.csr_array(answer)
+    picked = [csr[:, cols].toarray().reshape(-1), csr[rows, :].toarray().reshape(-1)]
+    return torch.from_numpy(np.concatenate(picked)).to(torch.float64)
+
+
+def sampled_reference(problem: Problem, k: int = SAMPLE, seed: int = 0) -> Sample:
+    """``Sample`` of ``problem``'s Jacobian (one point: a batch is judged by its first)."""
+    with Float64Mode():
+        exact = problem.cast(torch.float64)
+    f, x = in_float64(exact.f), exact.points[0]
+    m, n = exact.n_out, exact.n_in
+    gen = torch.Generator().manual_seed(seed)
+    cols = torch.randperm(n, generator=gen)[: min(k, n)].sort().values
+    rows = torch.randperm(m, generator=gen)[: min(k, m)].sort().values
+    basis_in = torch.zeros(len(cols), n, dtype=torch.float64)
+    basis_in[torch.arange(len(cols)), cols] = 1
+    basis_out = torch.zeros(len(rows), m, dtype=torch.float64)
+    basis_out[torch.arange(len(rows)), rows] = 1
+
+    def jvp(v: torch.Tensor) -> torch.Tensor:
+        return torch.func.jvp(f, (x,), (v.reshape(x.shape),))[1].reshape(-1)
+
+    by_cols = torch.func.vmap(jvp)(basis_in).T  # (M, k)
+    _, pullback = torch.func.vjp(lambda v: f(v).reshape(-1), x)
+    by_rows = torch.func.vmap(pullback)(basis_out)[0].reshape(len(rows), n)  # (k, N)
+    both_a, both_b = by_cols[rows], by_rows[:, cols]
+    unstable = deterministic(f, x)
+    doubt = fd_probe(f, x, jvp, SAMPLED_METHOD)
+    return Sample(cols, rows, by_cols, by_rows, _rel(both_b, both_a), unstable, doubt)
 
 
 def reference_jacobian(problem: Problem, mode: Mode | None = None) -> tuple[torch.Tensor, str]:

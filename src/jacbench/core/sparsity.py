@@ -138,17 +138,24 @@ def find(
     try:
         rows, cols = traced_pattern(f, points[0], n_out)
     except Unprovable as exc:
+        if shape[0] * shape[1] > DENSE_FALLBACK_MAX:
+            raise ValueError(
+                f"no sparsity pattern could be proved ({exc}), and the dense one has "
+                f"{shape[0]} x {shape[1]} entries: declare the pattern (pattern= or "
+                "jacobian_sparsity())"
+            ) from None
         return dense(shape), f"dense: no pattern could be proved ({exc})"
     return from_coordinates(torch.from_numpy(rows), torch.from_numpy(cols), shape), "traced"
 
 
+DENSE_FALLBACK_MAX = 50_000_000  # entries of a dense fallback pattern; beyond, refuse
 CHECK_EPS_FACTOR = 1000.0  # relative mismatch, in rounding units, that verify() tolerates
 
 
 def verify(
     f: Callable[[torch.Tensor], torch.Tensor],
     x: torch.Tensor,
-    jacobian: torch.Tensor,
+    jacobian: Any,
     source: str,
     allowed: float | None = None,
 ) -> None:
@@ -160,8 +167,13 @@ def verify(
     gen = torch.Generator().manual_seed(0)
     v = torch.randn(x.shape, generator=gen, dtype=torch.float64).to(x)
     _, exact = torch.func.jvp(f, (x,), (v,))
-    dense_jac = jacobian.to_dense() if jacobian.layout != torch.strided else jacobian
-    got = dense_jac.reshape(-1, x.numel()) @ v.reshape(-1)
+    vector = v.reshape(-1)
+    if not isinstance(jacobian, torch.Tensor):  # scipy: never densified
+        got = torch.from_numpy(jacobian @ vector.detach().cpu().numpy()).to(vector)
+    elif jacobian.layout != torch.strided:  # torch CSR
+        got = (jacobian @ vector.unsqueeze(1)).reshape(-1)
+    else:
+        got = jacobian.reshape(-1, x.numel()) @ vector
     exact = exact.reshape(-1)
     scale = float(torch.linalg.norm(exact)) or 1.0
     gap = float(torch.linalg.norm(got - exact)) / scale

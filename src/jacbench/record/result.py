@@ -99,6 +99,10 @@ class Result:
     # Relative (Frobenius) disagreement of the reference with the next independent exact
     # method in float64 (null where only one runs): above the tolerance, no verdict is drawn.
     reference_uncertainty: float | None = None
+    # Where the dense float64 reference would not fit (reference_method sampled_float64):
+    # how many entries (random columns by forward mode, random rows by reverse mode) the
+    # answer was judged on; null for a dense reference.
+    reference_sample: int | None = None
     ref_norm: float | None = None  # Frobenius norm of the reference Jacobian (its scale)
     out_norm: float | None = None  # 2-norm of f(x), in float64 (the output's scale)
     # The computed Jacobian itself (row-major, as float64), for small ones only

@@ -104,6 +104,8 @@ def _reference(result: Result) -> str:
     text = result.reference_method
     if spread is None:
         return text + " (no second exact method ran: uncertainty unknown)"
+    if result.reference_sample:
+        text += f" on {result.reference_sample} sampled entries"
     return text + f" (uncertainty {spread:.1e})"
 
 

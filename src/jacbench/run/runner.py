@@ -24,10 +24,16 @@ from omegaconf import DictConfig
 from jacbench.core.errors import ConfigError, StrategySkip
 from jacbench.core.interrupt import check as check_interrupt
 from jacbench.core.interrupt import raise_if_interrupt
-from jacbench.core.memory_budget import check_fits
+from jacbench.core.memory_budget import check_fits, sampled
 from jacbench.core.numerics import compare, tolerance
 from jacbench.core.problem import Problem, build_problem
-from jacbench.core.reference import Reference, References
+from jacbench.core.reference import (
+    SAMPLED_METHOD,
+    Reference,
+    References,
+    sampled_entries,
+    sampled_reference,
+)
 from jacbench.core.registry import Registry
 from jacbench.core.strategy import Mode
 from jacbench.record.result import Result, Status
@@ -105,7 +111,8 @@ class ProblemShape:
 class ReferenceRecord:
     reference_method: str
     reference_uncertainty: float | None
-    ref_norm: float
+    ref_norm: float | None
+    reference_sample: int | None = None  # entries compared, where the reference is sampled
 
 
 @dataclass(frozen=True)
@@ -220,13 +227,25 @@ def _mode(job: JobSpec, chosen: str, registry: Registry | None) -> Mode:
     return spec.mode if spec is not None else job.strategy.mode
 
 
+def sparse_answer(job: JobSpec, shape: tuple[int, int, int]) -> bool:
+    """Whether the strategy's answer holds only nonzeros: a sparse output option, or ``auto``
+    on a Jacobian too large to hold dense (it then chooses among sparse strategies only)."""
+    if getattr(job.options, "output", "dense") != "dense":
+        return True
+    return job.strategy.mode is Mode.AUTO and sampled(*shape)
+
+
 def _measure(job: JobSpec, records: list[Any], registry: Registry | None = None) -> None:
     """Run the stages in order, appending each one's record as soon as it exists (so a
     failure later keeps what was learned before it)."""
     problem = build_problem(job.model, job.dtype, job.device, job.seed)
     records.append(ProblemShape(problem.wrt, problem.n_in, problem.n_out, problem.batch))
-    check_fits(problem.n_out, problem.n_in, problem.batch, job.dtype, job.device)
+    shape = (problem.n_out, problem.n_in, problem.batch)
+    check_fits(*shape, job.dtype, job.device, dense_answer=not sparse_answer(job, shape))
     records.append(_output(problem))
+    if sampled(*shape):
+        _measure_sampled(job, problem, records)
+        return
     references = References(problem)
     reference = references.for_mode(job.strategy.mode)
     records.append(_reference_record(reference))
@@ -235,13 +254,17 @@ def _measure(job: JobSpec, records: list[Any], registry: Registry | None = None)
     first = first_call(lambda: job.strategy.prepare(problem, job.options), problem.x, job.device)
     info = first.prep.info
     records.append(FirstCallRecord(first.seconds, **dataclasses.asdict(info)))
-    if first.value.requires_grad:
+    if getattr(first.value, "requires_grad", False):
         raise RuntimeError("the strategy returned a Jacobian that requires grad (a live graph)")
     if info.chosen_strategy:  # judge auto's answer by a method independent of its choice
         reference = references.for_mode(_mode(job, info.chosen_strategy, registry))
         records.append(_reference_record(reference))
     # A sparse result (sparse strategies' output=csr) is timed as it is, judged as dense.
-    value = first.value if first.value.layout == torch.strided else first.value.to_dense()
+    value = first.value
+    if not isinstance(value, torch.Tensor):  # output=scipy
+        value = torch.from_numpy(value.toarray())
+    elif value.layout != torch.strided:  # output=csr: timed as it is, judged as dense
+        value = value.to_dense()
     tol = tolerance(job.dtype, job.strategy.kind)
     undecided = reference.undecided(tol)
     errors = compare(value, reference.jacobian, job.dtype, job.strategy.kind, undecided)
@@ -258,7 +281,39 @@ def _measure(job: JobSpec, records: list[Any], registry: Registry | None = None)
     prep = first.prep
     del first, value  # free the first Jacobian before timing and memory
 
+    _time_and_memory(job, problem, prep, records, started)
+
+
+def _time_and_memory(
+    job: JobSpec, problem: Problem, prep: Any, records: list[Any], started: float
+) -> None:
     records.append(time_steady_state(prep, problem.x, job.timing))
     if job.timing.memory:
         records.append(measure_memory(prep, problem.x, job.device))
     records.append(Elapsed(time.perf_counter() - started))
+
+
+def _measure_sampled(job: JobSpec, problem: Problem, records: list[Any]) -> None:
+    """The stages of a job whose dense reference would not fit: the answer is judged on the
+    sampled reference's columns and rows (``reference_sample`` entries), never densified."""
+    sample = sampled_reference(problem)
+    records.append(
+        ReferenceRecord(SAMPLED_METHOD, sample.uncertainty, None, reference_sample=sample.entries)
+    )
+    started = time.perf_counter()
+    first = first_call(lambda: job.strategy.prepare(problem, job.options), problem.x, job.device)
+    records.append(FirstCallRecord(first.seconds, **dataclasses.asdict(first.prep.info)))
+    got = sampled_entries(first.value, sample, (problem.n_out, problem.n_in))
+    tol = tolerance(job.dtype, job.strategy.kind)
+    undecided = sample.undecided(tol)
+    errors = compare(got, sample.expected(), job.dtype, job.strategy.kind, undecided)
+    records.append(
+        Accuracy(
+            errors.max_abs_err, errors.rel_err, errors.err_eps, tol, errors.within_tol, undecided
+        )
+    )
+    if errors.n_nonfinite:
+        raise RuntimeError(f"non-finite Jacobian: {errors.n_nonfinite} sampled entries are nan/inf")
+    prep = first.prep
+    del first
+    _time_and_memory(job, problem, prep, records, started)

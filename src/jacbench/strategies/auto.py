@@ -21,8 +21,10 @@ from dataclasses import dataclass, replace
 import torch
 from torch.utils import benchmark
 
+from jacbench.core import sparsity
 from jacbench.core.interrupt import check as check_interrupt
 from jacbench.core.interrupt import raise_if_interrupt
+from jacbench.core.memory_budget import sampled
 from jacbench.core.prepared import Prepared
 from jacbench.core.problem import Problem
 from jacbench.core.strategy import Declared, Kind, Mode, StrategySkip, strategy
@@ -50,11 +52,20 @@ class AutoOptions:
 SPARSE = ("sparse_jacfwd", "sparse_jacrev")
 
 
+def sparse_side(problem: Problem) -> str:
+    """sparse_jacfwd or sparse_jacrev for a declared pattern: the side whose colouring can
+    be smaller (the lower bounds: the most nonzeros in a row, or in a column). On bundle
+    adjustment the rows need over 1300 colours and the columns 15."""
+    pattern = sparsity.from_tensor(problem.sparsity(), (problem.n_out, problem.n_in))
+    by_columns, by_rows = sparsity.lower_bound(pattern), sparsity.lower_bound(pattern.transposed)
+    return SPARSE[0] if by_columns <= by_rows else SPARSE[1]
+
+
 def rule(problem: Problem, compile: bool) -> str:
     """The strategy the shape (and a declared sparsity pattern) alone suggests."""
     forward = problem.n_out >= problem.n_in
     if problem.sparsity is not None:
-        return SPARSE[0] if forward else SPARSE[1]
+        return sparse_side(problem)
     name = "jacfwd" if forward else "jacrev"
     return f"{name}_compiled" if compile else name
 
@@ -72,9 +83,24 @@ def _median_seconds(prep: Prepared, x: torch.Tensor, seconds: float) -> float:
     return float(timer.blocked_autorange(callback=check_interrupt, min_run_time=seconds).median)
 
 
+def too_large(problem: Problem) -> bool:
+    """A Jacobian too large to hold dense (the size above which references are sampled):
+    only sparse strategies with sparse output are candidates."""
+    return sampled(problem.n_out, problem.n_in, problem.batch)
+
+
 def candidates(problem: Problem, compile: bool) -> list[tuple[str, dict]]:
     """(strategy, options) to calibrate: the eager ones (sparse too where a pattern is
-    declared), at most one compilation, of the strategy the rule picks, and the loops."""
+    declared), at most one compilation, of the strategy the rule picks, and the loops; for a
+    Jacobian too large to hold dense, the eager sparse ones alone, returning CSR."""
+    if too_large(problem):
+        if problem.sparsity is None:
+            raise StrategySkip(
+                f"auto: the {problem.n_out} x {problem.n_in} Jacobian is too large to hold "
+                "dense and the model declares no sparsity pattern; use sparse_jacfwd or "
+                "sparse_jacrev with output=csr (they trace one)"
+            )
+        return [(sparse_side(problem), {"output": "csr"})]  # one side, by its colours
     eager = [*EAGER, *(SPARSE if problem.sparsity is not None else ())]
     out: list[tuple[str, dict]] = [(name, {}) for name in eager]
     if compile:
@@ -85,6 +111,9 @@ def candidates(problem: Problem, compile: bool) -> list[tuple[str, dict]]:
 
 def choose(problem: Problem, opts: AutoOptions) -> Prepared:
     """The prepared candidate to use: by the rule alone, or the fastest in calibration."""
+    if too_large(problem):  # one candidate: nothing to calibrate
+        ((name, options),) = candidates(problem, opts.compile)
+        return _prepare_named(name, problem, **options)
     if not opts.calibrate:
         preferred = rule(problem, opts.compile)
         options = {"compile": opts.compile} if preferred in SPARSE else {}

@@ -153,8 +153,6 @@ def _checked(
     first = jac(problem.x)
     if problem.batch > 1:
         first = first[0]
-    elif not isinstance(first, torch.Tensor):  # scipy output
-        first = torch.from_numpy(first.toarray()).to(x)
     try:
         allowed = tolerance(problem.dtype, Kind.APPROXIMATE) if approximate else None
         sparsity.verify(problem.f, x, first, info.pattern_source, allowed)

@@ -1,0 +1,138 @@
+"""ADBench's bundle adjustment (BA): the field's sparse Jacobian problem, at 10^5 columns.
+
+The unknowns are N cameras (11 parameters each: Rodrigues rotation, centre, focal length,
+principal point, two radial distortion coefficients), M 3-D points and P observation weights;
+observation i sees point i % M from camera i % N. The residuals are the weighted reprojection
+errors (2 per observation) and the weights' deviation from 1 (1 - w^2, one per observation):
+a (3P) x (11N + 3M + P) Jacobian whose rows touch at most 15 unknowns, declared as its
+sparsity pattern. ADBench's input files give one camera, point, weight and feature, repeated.
+Written from the problem statement (GradBench ``evals/ba``), branch-free so it traces.
+"""
+
+from __future__ import annotations
+
+from importlib import resources
+from pathlib import Path
+
+import torch
+from torch import nn
+
+CAMERA = 11  # rotation 0:3, centre 3:6, focal 6, principal point 7:9, distortion 9:11
+
+
+def _data_file(name: str) -> Path:
+    """A shipped ADBench file by name, or any path."""
+    path = Path(name)
+    if path.is_file():
+        return path
+    shipped = resources.files("jacbench.models") / "data" / "adbench" / "ba" / name
+    if not shipped.is_file():
+        names = sorted(
+            p.name
+            for p in (resources.files("jacbench.models") / "data" / "adbench" / "ba").iterdir()
+        )
+        raise ValueError(f"no BA file {name!r}; shipped: {', '.join(names)}")
+    return Path(str(shipped))
+
+
+def read_ba(name: str) -> tuple[int, int, int, list[float]]:
+    """(N, M, P, the 17 numbers: camera, point, weight, feature) of an ADBench BA file."""
+    text = _data_file(name).read_text().split()
+    n, m, p = (int(v) for v in text[:3])
+    values = [float(v) for v in text[3:]]
+    if len(values) != CAMERA + 3 + 1 + 2:
+        raise ValueError(f"{name}: expected 17 numbers after N M P, found {len(values)}")
+    return n, m, p, values
+
+
+def rodrigues_rotate(rot: torch.Tensor, x: torch.Tensor) -> torch.Tensor:
+    """Rotate points ``x`` (P, 3) by axis-angle vectors ``rot`` (P, 3); the first-order form
+    where the angle is 0 (both branches computed, so the function has no Python branch)."""
+    sq = (rot * rot).sum(-1, keepdim=True)
+    small = sq <= 0
+    theta = torch.sqrt(torch.where(small, torch.ones_like(sq), sq))
+    axis = rot / theta
+    cos, sin = torch.cos(theta), torch.sin(theta)
+    rotated = (
+        x * cos
+        + torch.linalg.cross(axis, x, dim=-1) * sin
+        + axis * (axis * x).sum(-1, keepdim=True) * (1 - cos)
+    )
+    return torch.where(small, x + torch.linalg.cross(rot, x, dim=-1), rotated)
+
+
+def project(cams: torch.Tensor, points: torch.Tensor) -> torch.Tensor:
+    """Pixel coordinates (P, 2) of ``points`` seen by ``cams`` (P, 11)."""
+    in_camera = rodrigues_rotate(cams[:, 0:3], points - cams[:, 3:6])
+    plane = in_camera[:, :2] / in_camera[:, 2:3]
+    rsq = (plane * plane).sum(-1, keepdim=True)
+    distortion = 1 + cams[:, 9:10] * rsq + cams[:, 10:11] * rsq * rsq
+    return plane * distortion * cams[:, 6:7] + cams[:, 7:9]
+
+
+class BundleAdjustment(nn.Module):
+    """BA residuals of an ADBench file (``file``), or of N, M, P observations of the file's
+    camera, point and feature (``n``, ``m``, ``p``: generated with the same rule)."""
+
+    accepts_batch = False
+
+    def __init__(
+        self,
+        file: str = "ba1_n49_m7776_p31843.txt",
+        n: int | None = None,
+        m: int | None = None,
+        p: int | None = None,
+    ) -> None:
+        super().__init__()
+        n0, m0, p0, values = read_ba(file)
+        self.n, self.m, self.p = n or n0, m or m0, p or p0
+        if min(self.n, self.m, self.p) < 1:
+            raise ValueError(f"need n, m, p >= 1, got {self.n}, {self.m}, {self.p}")
+        values_t = torch.tensor(values, dtype=torch.float64)
+        self.register_buffer("camera", values_t[:CAMERA])
+        self.register_buffer("point", values_t[CAMERA : CAMERA + 3])
+        self.weight0 = float(values_t[CAMERA + 3])
+        self.register_buffer("feature", values_t[CAMERA + 4 :])
+        obs = torch.arange(self.p)
+        self.register_buffer("obs_cam", obs % self.n, persistent=False)
+        self.register_buffer("obs_point", obs % self.m, persistent=False)
+        self.input_shape = (CAMERA * self.n + 3 * self.m + self.p,)
+
+    def sample_input(self, gen: torch.Generator) -> torch.Tensor:
+        """The file's camera, point and weight, repeated as ADBench does."""
+        return torch.cat(
+            [
+                self.camera.repeat(self.n),
+                self.point.repeat(self.m),
+                torch.full((self.p,), self.weight0, dtype=torch.float64),
+            ]
+        )
+
+    def split(self, x: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+        cams_end = CAMERA * self.n
+        points_end = cams_end + 3 * self.m
+        cams = x[..., :cams_end].reshape(self.n, CAMERA)
+        return cams, x[..., cams_end:points_end].reshape(self.m, 3), x[..., points_end:]
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        cams, points, weights = self.split(x)
+        seen = project(cams[self.obs_cam], points[self.obs_point])
+        reprojection = weights.unsqueeze(-1) * (seen - self.feature.to(x.dtype))
+        return torch.cat([reprojection.reshape(-1), 1 - weights * weights])
+
+    def jacobian_sparsity(self) -> torch.Tensor:
+        """Rows 2i, 2i+1: camera i % N (11), point i % M (3), weight i; row 2P + i: weight i."""
+        p, n_cams = self.p, CAMERA * self.n
+        obs = torch.arange(p)
+        cam_cols = (self.obs_cam * CAMERA).unsqueeze(1) + torch.arange(CAMERA)
+        point_cols = n_cams + (self.obs_point * 3).unsqueeze(1) + torch.arange(3)
+        weight_cols = (n_cams + 3 * self.m + obs).unsqueeze(1)
+        cols = torch.cat([cam_cols, point_cols, weight_cols], dim=1)  # (P, 15)
+        rows = torch.cat([2 * obs, 2 * obs + 1]).unsqueeze(1).expand(-1, cols.shape[1])
+        cols2 = torch.cat([cols, cols])
+        all_rows = torch.cat([rows.reshape(-1), 2 * p + obs])
+        all_cols = torch.cat([cols2.reshape(-1), weight_cols.reshape(-1)])
+        values = torch.ones(all_rows.numel())
+        indices = torch.stack([all_rows, all_cols])
+        shape = (3 * p, self.input_shape[0])
+        return torch.sparse_coo_tensor(indices, values, shape, check_invariants=False)
