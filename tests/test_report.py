@@ -268,3 +268,23 @@ def test_sparse_rows_get_a_spy_plot_and_their_colour_count(tmp_path: Path):
     write_report(rows, tmp_path)
     markdown = (tmp_path / "report.md").read_text()
     assert "sparse_jacfwd (3 colours)" in markdown and "sparsity_pattern.png" in markdown
+
+
+@pytest.mark.slow  # two real sweeps, one beside a CPU-bound process: ~40 s
+def test_the_same_sweep_beside_a_competing_process_compares_with_no_flag(cli, capsys):
+    """Issue 26: the same sweep run twice, unchanged, printed '1 faster, 5 slower'. Here the
+    second run shares the machine with a real CPU-bound process."""
+    sweep = ["-m", "strategy=jacrev,jacfwd", "dtype=float32,float64", *QUICK, "report=false"]
+    first = cli(*sweep, "results_dir=quiet", "mlflow.enabled=false", timeout=600)
+    assert first.returncode == 0, first.stderr
+    burner = subprocess.Popen([sys.executable, "-c", "while True: pass"])
+    try:
+        second = cli(*sweep, "results_dir=loaded", "mlflow.enabled=false", timeout=600)
+    finally:
+        burner.kill()
+        burner.wait()
+    assert second.returncode == 0, second.stderr
+    before, after = (str(cli.folder / name) for name in ("quiet", "loaded"))
+    assert report_main(["--compare", before, after, "--out", str(cli.folder / "cmp")]) == 0
+    text = capsys.readouterr().out
+    assert "4 matched jobs; flags: 4 same;" in text, text
