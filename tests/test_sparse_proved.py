@@ -20,6 +20,11 @@ from jacbench.models.pde import Burgers1D, banded_pattern
 
 N = 64
 CPU = torch.device("cpu")
+SPARSE_ZOO = [  # the zoo's models with sparse Jacobians (bundle adjustment: test_adbench.py)
+    {"_target_": "jacbench.models.pde.Burgers1D", "n": 300},
+    {"_target_": "jacbench.models.pde.Laplacian2D", "n": 20},
+    {"_target_": "jacbench.models.mlp.PerSampleMLP", "samples": 6, "n_in": 3},
+]
 
 
 def _tridiagonal_dense() -> torch.Tensor:
@@ -70,14 +75,7 @@ def test_constants_fold_a_tridiagonal_matrix_stored_dense():
     assert prep.info.n_colors == 3 and prep.info.colors_lower_bound == 3
 
 
-@pytest.mark.parametrize(
-    "model",
-    [
-        {"_target_": "jacbench.models.pde.Burgers1D", "n": 300},
-        {"_target_": "jacbench.models.pde.Laplacian2D", "n": 20},
-        {"_target_": "jacbench.models.mlp.PerSampleMLP", "samples": 6, "n_in": 3},
-    ],
-)
+@pytest.mark.parametrize("model", SPARSE_ZOO)
 def test_traced_patterns_of_the_zoo_cover_their_jacobians(model):
     problem = build_problem(model, torch.float64, CPU, 0)
     rows, cols = traced_pattern(problem.f, problem.points[0], problem.n_out)
@@ -90,14 +88,7 @@ def test_traced_patterns_of_the_zoo_cover_their_jacobians(model):
         assert declared.nnz == len(rows)
 
 
-@pytest.mark.parametrize(
-    "model",
-    [
-        {"_target_": "jacbench.models.pde.Burgers1D", "n": 300},
-        {"_target_": "jacbench.models.pde.Laplacian2D", "n": 20},
-        {"_target_": "jacbench.models.mlp.PerSampleMLP", "samples": 6, "n_in": 3},
-    ],
-)
+@pytest.mark.parametrize("model", SPARSE_ZOO)
 def test_colours_of_every_sparse_zoo_model_are_at_their_bound(model):
     problem = build_problem(model, torch.float64, CPU, 0)
     pattern, _ = sparsity.find(problem.f, problem.points, problem.n_out)
