@@ -1,0 +1,57 @@
+"""The layout shows the flow (issue 28): jacbench's packages import each other without a cycle,
+function-level imports included, and each package says in its docstring what it is for."""
+
+from __future__ import annotations
+
+import ast
+import importlib
+from collections import defaultdict
+from pathlib import Path
+
+import jacbench
+
+SRC = Path(jacbench.__file__).parent
+PACKAGES = ["core", "timing", "strategies", "run", "record", "report", "models", "experiments"]
+
+
+def _package(module: str) -> str:
+    parts = module.split(".")
+    return ".".join(parts[:2]) if len(parts) > 1 else module
+
+
+def package_graph() -> dict[str, set[str]]:
+    """Which jacbench package imports which, every import statement counted (also those
+    inside functions and under TYPE_CHECKING)."""
+    graph: dict[str, set[str]] = defaultdict(set)
+    for path in SRC.rglob("*.py"):
+        rel = path.relative_to(SRC.parent).with_suffix("")
+        module = ".".join(rel.parts[:-1] if rel.parts[-1] == "__init__" else rel.parts)
+        for node in ast.walk(ast.parse(path.read_text())):
+            names = []
+            if isinstance(node, ast.ImportFrom) and (node.module or "").startswith("jacbench"):
+                names = [node.module]
+            elif isinstance(node, ast.Import):
+                names = [a.name for a in node.names if a.name.startswith("jacbench.")]
+            for name in names:
+                if _package(name) != _package(module) and name != "jacbench":
+                    graph[_package(module)].add(_package(name))
+    return graph
+
+
+def test_packages_import_each_other_without_a_cycle():
+    graph = package_graph()
+    assert graph["jacbench.core"] == set()  # the contract depends on nothing above it
+
+    def visit(name: str, stack: tuple[str, ...]) -> None:
+        assert name not in stack, f"import cycle: {' -> '.join((*stack, name))}"
+        for dep in graph.get(name, ()):
+            visit(dep, (*stack, name))
+
+    for name in list(graph):
+        visit(name, ())
+
+
+def test_every_package_says_what_it_is_for():
+    for name in PACKAGES:
+        doc = importlib.import_module(f"jacbench.{name}").__doc__
+        assert doc and doc.strip(), f"jacbench.{name} has no docstring"
