@@ -14,6 +14,7 @@ from pathlib import Path
 
 import pytest
 
+from conftest import clean_env
 from jacbench.core.interrupt import raise_if_interrupt
 from jacbench.core.registry import load_registry
 from jacbench.record.parquet import read_results
@@ -186,6 +187,51 @@ def test_ctrl_c_is_one_line_and_exit_130(tmp_path, terminal_sigint):
     assert proc.returncode in (130, -signal.SIGINT), err
     assert "Traceback" not in err and "KeyboardInterrupt" not in err
     assert err.strip().splitlines()[-1].startswith("jacbench: interrupted (Ctrl-C)")
+
+
+@pytest.mark.slow  # real processes and real signals: ~15 s
+@pytest.mark.parametrize(("sig", "code"), [(signal.SIGTERM, 143), (signal.SIGHUP, 129)])
+@pytest.mark.parametrize("run", ["single", "sweep"])
+def test_sigterm_and_sighup_stop_like_ctrl_c_and_close_the_sweep(tmp_path, sig, code, run):
+    """Issue 32: SIGTERM (SLURM's preemption and time limit) or SIGHUP to a run or a sweep
+    ended with exit 143/129, no message, the MLflow parent RUNNING and the claim left."""
+    db = tmp_path / "mlflow.db"
+    sweep = ["-m", "seed=0,1", "report=false"] if run == "sweep" else []
+    proc = subprocess.Popen(
+        [
+            sys.executable,
+            "-m",
+            "jacbench",
+            *sweep,
+            "timing.min_run_time=60",
+            f"mlflow.tracking_uri=sqlite:///{db}",
+        ],
+        cwd=tmp_path,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        env=clean_env(),
+    )
+    deadline = time.monotonic() + 90
+    while time.monotonic() < deadline and not any(
+        "timing for at least" in log.read_text()
+        for log in [*tmp_path.glob("outputs/*/*/*.log"), *tmp_path.glob("multirun/*/*/*/*.log")]
+    ):
+        time.sleep(0.2)
+    proc.send_signal(sig)
+    out, err = proc.communicate(timeout=60)
+    assert proc.returncode == code, err
+    assert "Traceback" not in err
+    assert err.strip().splitlines()[-1].startswith(f"jacbench: interrupted ({sig.name})")
+    assert not list(tmp_path.glob("results/*.parquet"))  # the job in progress: not recorded
+    assert not list(tmp_path.glob("results/.claims/*"))  # its claim released
+    if run == "sweep":
+        from mlflow.tracking import MlflowClient
+
+        runs = MlflowClient(f"sqlite:///{db}").search_runs(["1"])
+        parents = [r for r in runs if r.data.tags.get("jacbench.role") == "sweep"]
+        assert len(parents) == 1 and parents[0].info.status != "RUNNING"
+        assert parents[0].info.end_time is not None
 
 
 def interrupted_inside(library: str, monkeypatch: pytest.MonkeyPatch) -> None:

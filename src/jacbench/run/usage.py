@@ -11,6 +11,7 @@ from __future__ import annotations
 import contextlib
 import dataclasses
 import os
+import signal
 import sys
 from collections.abc import Iterator
 
@@ -20,7 +21,6 @@ from omegaconf.errors import ConfigAttributeError, ConfigKeyError, OmegaConfBase
 from jacbench.core.errors import ConfigError, LaunchRefused
 
 FULL_ERROR = "HYDRA_FULL_ERROR"
-INTERRUPTED = 130  # the shell's code for a process ended by SIGINT
 
 
 def _flat(text: str) -> str:
@@ -69,7 +69,8 @@ def one_line(exc: BaseException) -> str:
 @contextlib.contextmanager
 def reported(interrupted: str) -> Iterator[None]:
     """Run the body with Hydra's errors raised to here, then print each as one line on
-    stderr and exit 1 (130 after Ctrl-C, with ``interrupted`` saying what was kept)."""
+    stderr and exit 1 (130 after Ctrl-C, 143 after SIGTERM, 129 after SIGHUP, with
+    ``interrupted`` saying what was kept)."""
     full = os.environ.get(FULL_ERROR)
     os.environ[FULL_ERROR] = "1"  # Hydra then raises instead of printing a traceback
     try:
@@ -77,9 +78,11 @@ def reported(interrupted: str) -> Iterator[None]:
     except LaunchRefused as exc:
         print(f"jacbench: {one_line(exc.__cause__ or exc)}", file=sys.stderr)
         raise SystemExit(1) from None
-    except KeyboardInterrupt:
-        print(f"jacbench: interrupted (Ctrl-C); {interrupted}", file=sys.stderr)
-        raise SystemExit(INTERRUPTED) from None
+    except KeyboardInterrupt as exc:
+        signum = getattr(exc, "signum", signal.SIGINT)
+        what = "Ctrl-C" if signum == signal.SIGINT else signal.Signals(signum).name
+        print(f"jacbench: interrupted ({what}); {interrupted}", file=sys.stderr)
+        raise SystemExit(128 + signum) from None
     except Exception as exc:
         if full == "1":
             raise
