@@ -191,7 +191,7 @@ def main() -> None:
             str(f.iterations),
             f"{f.loss:.6e}",
         )
-    console = Console()
+    console = Console(width=200)  # the full table also when the output is not a terminal
     console.print(table)
     by = {f.method: f for f in fits}
     auto, compiled, loop = by["jacbench_auto"], by["compiled_jacfwd"], by["fd_loop"]

@@ -85,3 +85,23 @@ def test_forward_mode_prepared_jacobians_are_safe_from_two_threads(strategy):
         results = list(pool.map(prep, points))
     for x, jac in zip(points, results, strict=True):
         assert torch.allclose(jac, torch.func.jacrev(model)(x), atol=1e-6)
+
+
+def test_the_documented_levenberg_marquardt_loop_runs_as_pasted_on_20_seeds():
+    """Issue 33: the README's LM snippet failed in 18 of 20 seeds (a singular solve)."""
+    import re
+    from pathlib import Path
+
+    page = (Path(__file__).resolve().parents[1] / "docs" / "library.md").read_text()
+    block = next(b for b in re.findall(r"```python\n(.*?)```", page, re.S) if "FlatParams" in b)
+    setup = block[: block.index("for _ in range")]
+    for seed in range(20):
+        torch.manual_seed(seed)
+        start: dict = {}
+        exec(setup, start)  # the same problem, before the loop
+        torch.manual_seed(seed)
+        scope: dict = {}
+        exec(block, scope)  # the snippet, verbatim
+        final = float(scope["residuals"](scope["theta"]).square().sum())
+        assert torch.isfinite(scope["theta"]).all() and final == pytest.approx(scope["loss"])
+        assert final < 0.9 * start["loss"], seed  # the fit made progress
