@@ -27,11 +27,20 @@ def resumed_jobs(stdout: str) -> int:
     return len(re.findall(r"job \d+: already done", stdout))
 
 
+def proc_problems(cli) -> list[tuple[str, str]]:
+    """(model, dtype) of each recorded row: the sweep's problems."""
+    rows = cli.results()
+    return list(zip(rows["model"], rows["dtype"], strict=True))
+
+
 def eight_jobs_recorded(cli, proc) -> pd.DataFrame:
     """The rows of GRID's sweep, checked: every job ok once, each with its MLflow run nested
     under the sweep's, and the summary; returns the rows."""
     assert proc.returncode == 0, proc.stderr
     assert "[8/8]" in proc.stdout and "8/8 jobs recorded: 8 ok" in proc.stdout
+    # every sweep ends with its recommendation, one line per problem (issue 27)
+    lines = [ln for ln in proc.stdout.splitlines() if ln.startswith("Recommended: ")]
+    assert len(lines) == len(set(map(tuple, proc_problems(cli)))), proc.stdout
     rows = cli.results()
     assert len(rows) == 8 and set(rows["status"]) == {"ok"}
     assert rows["config_hash"].nunique() == 8

@@ -263,6 +263,8 @@ def summarise(state: SweepState, console: Any) -> ParentOutcome:
         f"(resumed), {len(missing)} without a record. "
         + (f"Summary: {summary_path}" if not not_written else "No summary file.")
     )
+    if counts["ok"]:
+        print_recommendations(rows, console)
     artifacts = [Path(state.sweep_dir) / "multirun.yaml"]
     artifacts += [summary_path] if not not_written else []
     answer = ""
@@ -304,6 +306,18 @@ def summarise(state: SweepState, console: Any) -> ParentOutcome:
         except Exception as exc:  # the parent run is still closed, without the overview
             console.print(f"[bold yellow]could not describe the MLflow parent run: {exc}[/]")
     return outcome
+
+
+def print_recommendations(rows: Any, console: Any) -> None:
+    """Every sweep ends with its recommendation, one line per problem, as the report and the
+    MLflow parent give it."""
+    from jacbench.report.analysis import recommend  # pandas: once the jobs are done
+    from jacbench.report.problems import normalise, problems
+
+    labelled, _ = normalise(rows)
+    for title, group in problems(labelled):
+        sentence = recommend(title, group).sentence().replace("**", "")
+        console.print(Text(f"Recommended: {sentence}"))
 
 
 def close_parent(state: SweepState, outcome: ParentOutcome, console: Any) -> None:
