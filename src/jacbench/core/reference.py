@@ -23,7 +23,6 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
-import scipy.sparse
 import torch
 from torch.overrides import TorchFunctionMode
 from torch.utils._pytree import tree_map
@@ -355,6 +354,8 @@ class Sample:
 def sampled_entries(answer: Any, sample: Sample, shape: tuple[int, int]) -> torch.Tensor:
     """The entries of a strategy's answer (dense, torch CSR or scipy CSR; the first point's
     Jacobian) at the sampled columns and rows, as float64, without densifying a sparse one."""
+    import scipy.sparse  # only for sampled references of sparse answers
+
     cols, rows = sample.cols.numpy(), sample.rows.numpy()
     if isinstance(answer, torch.Tensor) and answer.layout == torch.strided:
         jac = answer.detach().reshape(-1, *shape)[0].to("cpu", torch.float64)

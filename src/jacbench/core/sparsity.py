@@ -26,10 +26,7 @@ from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
-import scipy.sparse as sp
 import torch
-
-from jacbench.core.pattern_trace import Unprovable, traced_pattern
 
 # Tangents and outputs of at most this many numbers per vmapped detection chunk.
 CHUNK_ELEMENTS = 1 << 20
@@ -101,6 +98,8 @@ def from_pairs(pattern: Any, shape: tuple[int, int]) -> Pattern:
         return from_tensor(pattern, shape)
     if isinstance(pattern, np.ndarray) and pattern.shape == shape:
         return from_tensor(torch.from_numpy(pattern), shape)
+    import scipy.sparse as sp  # scipy (~0.2 s): only where a pattern is given or coloured
+
     if sp.issparse(pattern):
         coo = sp.coo_array(pattern)
         rows, cols = torch.from_numpy(coo.row), torch.from_numpy(coo.col)
@@ -129,6 +128,8 @@ def find(
 ) -> tuple[Pattern, str]:
     """(pattern, where it came from): ``declared`` where given (and ``how`` is auto), the
     NaN probe where ``how`` is probe, else the traced pattern, else dense (module docstring)."""
+    from jacbench.core.pattern_trace import Unprovable, traced_pattern  # scipy: on first use
+
     shape = (n_out, points[0].numel())
     if declared is not None and how == "auto":
         return from_pairs(declared, shape), "declared"
@@ -255,6 +256,8 @@ def _dsatur(pattern: Pattern) -> np.ndarray:
     """DSATUR (Brelaz 1979) on the column intersection graph, with a heap: the column whose
     neighbours already use the most colours goes next. Finds 5 colours on the 5-point stencil
     where a greedy sweep finds 7."""
+    import scipy.sparse as sp
+
     m, n = pattern.shape
     incidence = sp.csr_array(
         (np.ones(pattern.nnz, dtype=np.int32), (pattern.rows.numpy(), pattern.cols.numpy())),

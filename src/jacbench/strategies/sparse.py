@@ -18,7 +18,6 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-import scipy.sparse
 import torch
 
 from jacbench.core import sparsity
@@ -107,6 +106,8 @@ class Assembler:
                 self.crow, cols, values, size=self.pattern.shape, check_invariants=False
             )
         if self.output == "scipy":
+            import scipy.sparse  # only for this output
+
             parts = (values.detach().cpu().numpy(), cols.cpu().numpy(), self.crow.cpu().numpy())
             return scipy.sparse.csr_array(parts, shape=self.pattern.shape)
         dense = values.new_zeros(p.batch, p.n_out, p.n_in)
