@@ -381,10 +381,6 @@ def _where_rule(prop: Propagation, node: torch.fx.Node, args: tuple, kwargs: dic
     return Dep(shape, _union([sp.csr_array(p, dtype=bool) for p in parts.values()], numel, prop.n))
 
 
-def _detach_rule(prop: Propagation, node: torch.fx.Node, args: tuple, kwargs: dict) -> Dep:
-    return _empty(_shape(node), prop.n)  # AD sees no dependency through detach
-
-
 def _scalar_rule(prop: Propagation, node: torch.fx.Node, args: tuple, kwargs: dict) -> Dep:
     """``.item()`` inside the trace: a Python number that depends on the whole operand."""
     (source,) = args[:1]
@@ -426,10 +422,10 @@ RULES: dict[str, Callable[..., Any]] = {
     "dot": _matmul_rule,
     "where": _where_rule,
     "linalg_cross": _cross_rule,
-    "detach": _detach_rule,
     "_local_scalar_dense": _scalar_rule,
 }
-NO_DERIVATIVE = {aten.argmax.default, aten.argmin.default, aten.sign.default}
+# ops whose output carries no derivative of their input (AD sees none through detach)
+NO_DERIVATIVE = {aten.argmax.default, aten.argmin.default, aten.sign.default, aten.detach.default}
 MOVES = {
     aten.view_copy.default,
     aten._unsafe_view.default,

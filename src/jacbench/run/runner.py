@@ -25,7 +25,7 @@ from jacbench.core.errors import ConfigError, StrategySkip
 from jacbench.core.interrupt import check as check_interrupt
 from jacbench.core.interrupt import raise_if_interrupt
 from jacbench.core.memory_budget import check_fits, sampled
-from jacbench.core.numerics import compare, tolerance
+from jacbench.core.numerics import ErrorMetrics, compare, tolerance
 from jacbench.core.problem import Problem, build_problem
 from jacbench.core.reference import (
     SAMPLED_METHOD,
@@ -38,7 +38,13 @@ from jacbench.core.registry import Registry
 from jacbench.core.strategy import Mode
 from jacbench.record.result import Result, Status
 from jacbench.run.config import JobSpec, config_hash, job_labels, make_job
-from jacbench.timing.measure import first_call, measure_memory, time_steady_state, torch_threads
+from jacbench.timing.measure import (
+    FirstCall,
+    first_call,
+    measure_memory,
+    time_steady_state,
+    torch_threads,
+)
 
 
 @functools.cache
@@ -251,28 +257,18 @@ def _measure(job: JobSpec, records: list[Any], registry: Registry | None = None)
     records.append(_reference_record(reference))
 
     started = time.perf_counter()
-    first = first_call(lambda: job.strategy.prepare(problem, job.options), problem.x, job.device)
-    info = first.prep.info
-    records.append(FirstCallRecord(first.seconds, **dataclasses.asdict(info)))
-    if getattr(first.value, "requires_grad", False):
-        raise RuntimeError("the strategy returned a Jacobian that requires grad (a live graph)")
-    if info.chosen_strategy:  # judge auto's answer by a method independent of its choice
-        reference = references.for_mode(_mode(job, info.chosen_strategy, registry))
+    first = _first_call(job, problem, records)
+    chosen = first.prep.info.chosen_strategy
+    if chosen:  # judge auto's answer by a method independent of its choice
+        reference = references.for_mode(_mode(job, chosen, registry))
         records.append(_reference_record(reference))
-    # A sparse result (sparse strategies' output=csr) is timed as it is, judged as dense.
+    # A sparse result (output=csr or scipy) is timed as it is, judged as dense.
     value = first.value
     if not isinstance(value, torch.Tensor):  # output=scipy
         value = torch.from_numpy(value.toarray())
-    elif value.layout != torch.strided:  # output=csr: timed as it is, judged as dense
+    elif value.layout != torch.strided:  # output=csr
         value = value.to_dense()
-    tol = tolerance(job.dtype, job.strategy.kind)
-    undecided = reference.undecided(tol)
-    errors = compare(value, reference.jacobian, job.dtype, job.strategy.kind, undecided)
-    records.append(
-        Accuracy(
-            errors.max_abs_err, errors.rel_err, errors.err_eps, tol, errors.within_tol, undecided
-        )
-    )
+    errors = _judge(job, value, reference.jacobian, reference, records)
     if errors.n_nonfinite:
         n = value.numel()
         raise RuntimeError(f"non-finite Jacobian: {errors.n_nonfinite} of {n} entries are nan/inf")
@@ -282,6 +278,31 @@ def _measure(job: JobSpec, records: list[Any], registry: Registry | None = None)
     del first, value  # free the first Jacobian before timing and memory
 
     _time_and_memory(job, problem, prep, records, started)
+
+
+def _first_call(job: JobSpec, problem: Problem, records: list[Any]) -> FirstCall:
+    """Prepare and call the strategy once, recording what it cost and decided."""
+    first = first_call(lambda: job.strategy.prepare(problem, job.options), problem.x, job.device)
+    records.append(FirstCallRecord(first.seconds, **dataclasses.asdict(first.prep.info)))
+    if getattr(first.value, "requires_grad", False):
+        raise RuntimeError("the strategy returned a Jacobian that requires grad (a live graph)")
+    return first
+
+
+def _judge(
+    job: JobSpec, got: torch.Tensor, expected: torch.Tensor, reference: Any, records: list[Any]
+) -> ErrorMetrics:
+    """The answer's errors against ``expected``, and the verdict at the job's tolerance unless
+    the reference (dense or sampled) says why it cannot decide one."""
+    tol = tolerance(job.dtype, job.strategy.kind)
+    undecided = reference.undecided(tol)
+    errors = compare(got, expected, job.dtype, job.strategy.kind, undecided)
+    records.append(
+        Accuracy(
+            errors.max_abs_err, errors.rel_err, errors.err_eps, tol, errors.within_tol, undecided
+        )
+    )
+    return errors
 
 
 def _time_and_memory(
@@ -301,17 +322,9 @@ def _measure_sampled(job: JobSpec, problem: Problem, records: list[Any]) -> None
         ReferenceRecord(SAMPLED_METHOD, sample.uncertainty, None, reference_sample=sample.entries)
     )
     started = time.perf_counter()
-    first = first_call(lambda: job.strategy.prepare(problem, job.options), problem.x, job.device)
-    records.append(FirstCallRecord(first.seconds, **dataclasses.asdict(first.prep.info)))
+    first = _first_call(job, problem, records)
     got = sampled_entries(first.value, sample, (problem.n_out, problem.n_in))
-    tol = tolerance(job.dtype, job.strategy.kind)
-    undecided = sample.undecided(tol)
-    errors = compare(got, sample.expected(), job.dtype, job.strategy.kind, undecided)
-    records.append(
-        Accuracy(
-            errors.max_abs_err, errors.rel_err, errors.err_eps, tol, errors.within_tol, undecided
-        )
-    )
+    errors = _judge(job, got, sample.expected(), sample, records)
     if errors.n_nonfinite:
         raise RuntimeError(f"non-finite Jacobian: {errors.n_nonfinite} sampled entries are nan/inf")
     prep = first.prep
