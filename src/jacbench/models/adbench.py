@@ -20,24 +20,22 @@ from torch import nn
 CAMERA = 11  # rotation 0:3, centre 3:6, focal 6, principal point 7:9, distortion 9:11
 
 
-def _data_file(name: str) -> Path:
-    """A shipped ADBench file by name, or any path."""
+def data_file(problem: str, name: str) -> Path:
+    """A shipped ADBench file of ``problem`` (a folder under data/adbench) by name, or a path."""
     path = Path(name)
     if path.is_file():
         return path
-    shipped = resources.files("jacbench.models") / "data" / "adbench" / "ba" / name
+    folder = resources.files("jacbench.models") / "data" / "adbench" / problem
+    shipped = folder / name
     if not shipped.is_file():
-        names = sorted(
-            p.name
-            for p in (resources.files("jacbench.models") / "data" / "adbench" / "ba").iterdir()
-        )
-        raise ValueError(f"no BA file {name!r}; shipped: {', '.join(names)}")
+        names = sorted(p.name for p in folder.iterdir() if p.is_file())
+        raise ValueError(f"no {problem} file {name!r}; shipped: {', '.join(names)}")
     return Path(str(shipped))
 
 
 def read_ba(name: str) -> tuple[int, int, int, list[float]]:
     """(N, M, P, the 17 numbers: camera, point, weight, feature) of an ADBench BA file."""
-    text = _data_file(name).read_text().split()
+    text = data_file("ba", name).read_text().split()
     n, m, p = (int(v) for v in text[:3])
     values = [float(v) for v in text[3:]]
     if len(values) != CAMERA + 3 + 1 + 2:

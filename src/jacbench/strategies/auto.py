@@ -7,8 +7,9 @@ so knowing it costs nothing) the same rule picks sparse_jacfwd / sparse_jacrev i
 their ``compile`` option, and the eager sparse strategies join the calibration; patterns are
 never detected for auto (detection costs about as much as a dense Jacobian).
 
-With ``calibrate`` on (the default) the candidates below are each
-prepared and timed briefly, and the fastest is kept; the calibration's cost, compilation
+With ``calibrate`` on (the default) the candidates below are each prepared and timed briefly,
+leaving out those that need over PASS_RATIO times the passes of the other mode, and the
+fastest is kept; the calibration's cost, compilation
 included, is part of first_call_s. The choice is recorded as ``chosen_strategy``.
 """
 
@@ -50,14 +51,33 @@ class AutoOptions:
 
 
 SPARSE = ("sparse_jacfwd", "sparse_jacrev")
+FORWARD = ("jacfwd", "jacfwd_compiled", "sparse_jacfwd")
+# A candidate needing this many times the passes of the other mode is not calibrated: a pass
+# of either mode costs within a few times the other's, so it cannot win, and on hand tracking
+# (9600 x 26) the reverse candidates' first calls took 30 s of auto's 66 s set-up.
+PASS_RATIO = 8
+
+
+def fewest_passes(problem: Problem) -> tuple[int, int]:
+    """(forward, reverse) passes a Jacobian needs at least: N and M, or with a declared
+    pattern the colourings' lower bounds (the most nonzeros in a row, in a column)."""
+    if problem.sparsity is None:
+        return problem.n_in, problem.n_out
+    pattern = sparsity.from_tensor(problem.sparsity(), (problem.n_out, problem.n_in))
+    return sparsity.lower_bound(pattern), sparsity.lower_bound(pattern.transposed)
+
+
+def outpaced(name: str, passes: tuple[int, int]) -> bool:
+    """Whether ``name`` needs over PASS_RATIO times the passes of the other mode."""
+    forward, reverse = passes
+    mine, other = (forward, reverse) if name in FORWARD else (reverse, forward)
+    return mine > PASS_RATIO * other
 
 
 def sparse_side(problem: Problem) -> str:
     """sparse_jacfwd or sparse_jacrev for a declared pattern: the side whose colouring can
-    be smaller (the lower bounds: the most nonzeros in a row, or in a column). On bundle
-    adjustment the rows need over 1300 colours and the columns 15."""
-    pattern = sparsity.from_tensor(problem.sparsity(), (problem.n_out, problem.n_in))
-    by_columns, by_rows = sparsity.lower_bound(pattern), sparsity.lower_bound(pattern.transposed)
+    be smaller. On bundle adjustment the rows need over 1300 colours and the columns 15."""
+    by_columns, by_rows = fewest_passes(problem)
     return SPARSE[0] if by_columns <= by_rows else SPARSE[1]
 
 
@@ -106,7 +126,9 @@ def candidates(problem: Problem, compile: bool) -> list[tuple[str, dict]]:
     if compile:
         preferred = rule(problem, compile=True)
         out.append((preferred, {"compile": True} if preferred in SPARSE else {}))
-    return out + [(name, {}) for name in LOOPS]
+    out += [(name, {}) for name in LOOPS]
+    passes = fewest_passes(problem)
+    return [(name, options) for name, options in out if not outpaced(name, passes)]
 
 
 def choose(problem: Problem, opts: AutoOptions) -> Prepared:
