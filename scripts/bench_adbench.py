@@ -1,0 +1,219 @@
+"""The field's Jacobian problems (ADBench, via GradBench): bundle adjustment ba1-ba3 and hand
+tracking c = 100 to 3200 (simple and complicated), float64, 1 thread, one process.
+
+Per problem it prepares the best dense strategies (jacfwd, and jacfwd_compiled with
+--compile; none on BA, whose dense Jacobian would take tens of GB), the sparse ones
+(sparse_jacfwd returning CSR, eager and with --compile compiled) and ``auto`` (its defaults),
+then prints for each: setup + first call, the median per call with its 95% interval, timed
+side by side (interleaved rounds; a dense call slower than --alone-s is timed alone, twice,
+and marked so), the ratio to the fastest, colours against their lower bound, peak memory of
+one call, and the error on a sampled float64 reference (32 random columns by forward mode,
+32 random rows by reverse mode) in units of float64's eps, with the verdict (tolerance of
+exact strategies). The last column is the ratio to the fastest figure GradBench publishes for
+the same file (evals/{ba,ht}/summary.json at commit 0003df3e: another machine, so a scale,
+not a race). It ends with the target checks of issue 31 and the machine's load.
+
+Usage: python scripts/bench_adbench.py [--problems ba1,ht-simple-3200] [--rounds 6] [--compile]
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import statistics
+import time
+
+import torch
+
+from jacbench.core import sparsity
+from jacbench.core.numerics import tolerance
+from jacbench.core.problem import Problem, build_problem
+from jacbench.core.reference import sampled_entries, sampled_reference
+from jacbench.core.registry import load_registry
+from jacbench.core.strategy import Kind
+from jacbench.timing.measure import peak_memory, side_by_side
+
+CPU = torch.device("cpu")
+BA = "jacbench.models.adbench.BundleAdjustment"
+HT = "jacbench.models.hand_tracking.HandTracking"
+HANDS = {100: "hand1_t26_c100.txt", 200: "hand3_t26_c200.txt", 400: "hand4_t26_c400.txt"}
+HANDS |= {800: "hand5_t26_c800.txt", 3200: "hand7_t26_c3200.txt"}
+BA_FILES = {
+    "ba1": "ba1_n49_m7776_p31843.txt",
+    "ba2": "ba2_n21_m11315_p36455.txt",
+    "ba3": "ba3_n161_m48126_p182072.txt",
+}
+# GradBench's fastest published Jacobian per file, seconds (summary.json, commit 0003df3e):
+# BA: enzyme; HT: the fastest AD tool (adol-c) and the hand-written one ("manual"). The HT
+# summary names files, not variants.
+GRADBENCH = {
+    "ba1": ("enzyme", 7.749e-3),
+    "ba2": ("enzyme", 8.920e-3),
+    "ba3": ("enzyme", 47.67e-3),
+}
+GRADBENCH_HT = {
+    100: ("adol-c", 82.86e-3),
+    200: ("adol-c", 83.83e-3),
+    400: ("adol-c", 82.92e-3),
+    800: ("adol-c", 83.69e-3),
+    3200: ("adol-c", 84.68e-3),
+}
+MANUAL_HT = {100: 13.73e-3, 200: 14.10e-3, 400: 13.79e-3, 800: 14.92e-3, 3200: 15.10e-3}
+
+
+def problems(selected: set[str] | None) -> dict[str, dict]:
+    out = {name: {"_target_": BA, "file": f} for name, f in BA_FILES.items()}
+    for variant in ("simple", "complicated"):
+        for c, f in HANDS.items():
+            out[f"ht-{variant}-{c}"] = {"_target_": HT, "variant": variant, "file": f}
+    return {k: v for k, v in out.items() if not selected or k in selected}
+
+
+def contenders(name: str, compile: bool) -> dict[str, tuple[str, dict]]:
+    """label -> (strategy, options); dense ones only where the Jacobian fits in memory."""
+    out: dict[str, tuple[str, dict]] = {}
+    if not name.startswith("ba"):
+        out["jacfwd"] = ("jacfwd", {})
+        if compile:
+            out["jacfwd_compiled"] = ("jacfwd_compiled", {})
+    out["sparse_jacfwd[csr]"] = ("sparse_jacfwd", {"output": "csr"})
+    if compile:
+        out["sparse_jacfwd[compile,csr]"] = ("sparse_jacfwd", {"output": "csr", "compile": True})
+    out["auto"] = ("auto", {})
+    return out
+
+
+def error_eps(answer: object, problem: Problem, sample) -> float:
+    got = sampled_entries(answer, sample, (problem.n_out, problem.n_in))
+    expected = sample.expected()
+    scale = float(expected.abs().max()) or 1.0
+    return float((got - expected).abs().max()) / scale / torch.finfo(torch.float64).eps
+
+
+def published(name: str) -> tuple[str, float] | None:
+    if name.startswith("ba"):
+        return GRADBENCH.get(name)
+    return GRADBENCH_HT.get(int(name.rsplit("-", 1)[1]))
+
+
+def run_problem(name: str, cfg: dict, args: argparse.Namespace) -> dict[str, dict]:
+    problem = build_problem(cfg, torch.float64, CPU, 0)
+    pattern = sparsity.from_tensor(problem.sparsity(), (problem.n_out, problem.n_in))
+    bound = sparsity.lower_bound(pattern)
+    dense_gb = problem.n_out * problem.n_in * 8 / 2**30
+    print(
+        f"\n== {name}: {problem.n_out} x {problem.n_in} (dense float64 {dense_gb:.2f} GB), "
+        f"{pattern.nnz} nonzeros declared, colour bound {bound}"
+    )
+    sample = sampled_reference(problem)
+    registry, x, rows = load_registry(), problem.x, {}
+    tol = tolerance(torch.float64, Kind.EXACT) / torch.finfo(torch.float64).eps
+    for label, (strategy, options) in contenders(name, args.compile).items():
+        start = time.perf_counter()
+        prep = registry.prepare(strategy, problem, **options)
+        answer = prep(x)
+        first = time.perf_counter() - start
+        err = error_eps(answer, problem, sample)
+        del answer
+        info = prep.info
+        rows[label] = {
+            "prep": prep,
+            "first_s": first,
+            "colours": info.n_colors,
+            "chose": info.chosen_strategy or "",
+            "mem": peak_memory(lambda p=prep: p(x), CPU),
+            "err_eps": err,
+            "verdict": "exact" if err <= tol else "WRONG",
+        }
+    alone = {k for k, r in rows.items() if k.startswith("jacfwd") and r["first_s"] > args.alone_s}
+    for label in alone:  # too slow to interleave: two calls on their own
+        calls = []
+        for _ in range(2):
+            start = time.perf_counter()
+            rows[label]["prep"](x)
+            calls.append(time.perf_counter() - start)
+        rows[label] |= {"median": statistics.median(calls), "low": min(calls), "high": max(calls)}
+        rows[label]["alone"] = True
+    timed = side_by_side(
+        {k: (lambda p=r["prep"]: p(x)) for k, r in rows.items() if k not in alone},
+        rounds=args.rounds,
+    )
+    for label, t in timed.items():
+        rows[label] |= {"median": t.time_median_s, "low": t.time_ci_low_s, "high": t.time_ci_high_s}
+    best = min(r["median"] for r in rows.values())
+    ref = published(name)
+    print(
+        f"{'strategy':28} {'first call':>10} {'median [95% CI] ms':>28} {'x best':>7} "
+        f"{'colours':>9} {'peak MiB':>9} {'err eps':>8}  verdict  {'x GradBench':>11}"
+    )
+    for label, r in rows.items():
+        colours = f"{r['colours']}/{bound}" if r["colours"] else "-"
+        ms = f"{r['median'] * 1e3:.3g} [{r['low'] * 1e3:.3g}-{r['high'] * 1e3:.3g}]"
+        if r.get("alone"):
+            ms += " alone"
+        chose = f" ({r['chose']})" if r["chose"] else ""
+        vs = f"{r['median'] / ref[1]:.2f}x" if ref else "-"
+        print(
+            f"{(label + chose)[:28]:28} {r['first_s']:>9.2f}s {ms:>28} "
+            f"{r['median'] / best:>6.2f}x {colours:>9} {r['mem'] / 2**20:>9.1f} "
+            f"{r['err_eps']:>8.2f}  {r['verdict']:7}  {vs:>11}"
+        )
+    if ref:
+        extra = ""
+        if not name.startswith("ba"):
+            manual = MANUAL_HT[int(name.rsplit("-", 1)[1])]
+            extra = f"; the hand-written Jacobian: {manual * 1e3:.1f} ms"
+        print(f"GradBench's fastest: {ref[0]} {ref[1] * 1e3:.1f} ms{extra}")
+    for r in rows.values():
+        r.pop("prep")
+    return rows | {"_bound": {"bound": bound}}
+
+
+def checks(results: dict[str, dict]) -> None:
+    """Issue 31's targets, where the problem was run."""
+    print("\n== targets (issue 31)")
+    ba1 = results.get("ba1")
+    if ba1:
+        s = ba1["sparse_jacfwd[csr]"]
+        print(
+            f"ba1 sparse_jacfwd: {s['median']:.3f} s a call (target < 0.25), first call "
+            f"{s['first_s']:.1f} s (target < 10), peak {s['mem'] / 2**20:.0f} MiB (< 1024), "
+            f"colours {s['colours']} vs bound {ba1['_bound']['bound']}; auto chose "
+            f"{ba1['auto']['chose']}"
+        )
+    simple = results.get("ht-simple-3200")
+    if simple:
+        best = min(r["median"] for k, r in simple.items() if k not in ("_bound", "auto"))
+        print(
+            f"ht simple c=3200: auto {simple['auto']['median'] / best:.2f}x the best other "
+            f"(target <= 1.2), chose {simple['auto']['chose']}, first call "
+            f"{simple['auto']['first_s']:.1f} s"
+        )
+    hard = results.get("ht-complicated-3200")
+    if hard:
+        dense = min(r["median"] for k, r in hard.items() if k.startswith("jacfwd"))
+        sparse = min(r["median"] for k, r in hard.items() if k.startswith("sparse"))
+        print(
+            f"ht complicated c=3200: best sparse {dense / sparse:.0f}x faster than the best "
+            f"dense (target >= 30); auto chose {hard['auto']['chose']} with "
+            f"{hard['auto']['colours']} colours (bound {hard['_bound']['bound']})"
+        )
+    load = os.getloadavg()
+    print(f"machine load (1, 5, 15 min): {load[0]:.2f} {load[1]:.2f} {load[2]:.2f}")
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--problems", default="", help="comma-separated, e.g. ba1,ht-simple-3200")
+    parser.add_argument("--rounds", type=int, default=6)
+    parser.add_argument("--alone-s", type=float, default=1.0)
+    parser.add_argument("--compile", action="store_true", help="add the compiled strategies")
+    args = parser.parse_args()
+    torch.set_num_threads(1)
+    selected = {p for p in args.problems.split(",") if p} or None
+    results = {name: run_problem(name, cfg, args) for name, cfg in problems(selected).items()}
+    checks(results)
+
+
+if __name__ == "__main__":
+    main()
