@@ -14,6 +14,7 @@ from mlflow.tracking import MlflowClient
 
 from conftest import QUICK, load_script, make_result, mlflow_runs
 from jacbench.record.mlflow_run import Tracking, describe_experiment, log_result
+from jacbench.record.mlflow_view import VIEW_KEY
 from jacbench.report.overview import jobs_table, overview
 from jacbench.run.sweep import sweep_name, swept_keys
 
@@ -82,21 +83,44 @@ def test_runs_table_can_be_filtered_by_problem(tmp_path: Path):
     assert sorted(r.info.run_name for r in runs) == ["jacfwd f64 mlp", "jacrev f64 mlp"]
 
 
-def test_experiment_gets_a_description_classic_layout_and_a_saved_view(tmp_path: Path):
+def test_experiment_gets_a_description_classic_layout_and_a_listed_saved_view(tmp_path: Path):
     tracking = _tracking(tmp_path)
     client = MlflowClient(tracking.uri)
     experiment_id = describe_experiment(tracking, expand_run="abc")
     tags = client.get_experiment(experiment_id).tags
-    assert "Overview" in tags["mlflow.note.content"]
+    note = tags["mlflow.note.content"]
+    assert f"(#/experiments/{experiment_id}/runs?workflowType=machine_learning&" in note
     assert tags["mlflow.experimentKind"] == "custom_model_development"
-    view = json.loads(tags["mlflow.sharedViewState.jacbench"])
-    assert "metrics.`time_median_ms`" in view["selectedColumns"]
+    # the envelope MLflow 3's Views menu lists (name, createdAt, state as a JSON string)
+    envelope = json.loads(tags["mlflow.sharedViewState.jacbench"])
+    assert isinstance(envelope["name"], str) and isinstance(envelope["createdAt"], int)
+    view = json.loads(envelope["state"])
     assert view["runsExpanded"] == {"abc": True}
-    assert view["columnOrder"][:3] == [
+    assert view["columnOrder"][:5] == [
         "attributes.`Run Name`",
+        "tags.`recommended_strategy`",
         "attributes.`Dataset`",
+        "params.`dtype`",
         "metrics.`time_median_ms`",
     ]
+    assert set(view["columnOrder"][1:]) == set(view["selectedColumns"])
+    assert all(view["columnWidths"][c] >= 130 for c in view["selectedColumns"] if "metrics" in c)
+    cards = {card["type"]: card for card in reversed(view["compareRunCharts"])}  # the first
+    assert cards["BAR"]["metricKey"] == "time_median_ms"
+    assert (cards["SCATTER"]["xaxis"]["key"], cards["SCATTER"]["yaxis"]["key"]) == (
+        "log10_rel_err",
+        "time_median_ms",
+    )
+    assert cards["IMAGE"]["imageKeys"] == ["time_per_strategy"]
+    assert all(card["runsCountToCompare"] >= 16 for card in view["compareRunCharts"])
+    created = envelope["createdAt"]
+    describe_experiment(tracking, expand_run="def")  # the next sweep: same view, kept date
+    envelope = json.loads(
+        client.get_experiment(experiment_id).tags[f"mlflow.sharedViewState.{VIEW_KEY}"]
+    )
+    assert envelope["createdAt"] == created and json.loads(envelope["state"])["runsExpanded"] == {
+        "def": True
+    }
     client.set_experiment_tag(experiment_id, "mlflow.note.content", "mine")
     describe_experiment(tracking)  # a user's own description is kept
     assert client.get_experiment(experiment_id).tags["mlflow.note.content"] == "mine"
@@ -123,12 +147,21 @@ def _rows():
 
 
 def test_parent_overview_starts_with_the_answer_and_tags_it():
-    view = overview(_rows(), answer="col1  col2\nabc   1.0", sweep_line="Sweep: 3 jobs")
+    answer = "col1  " + "x" * 900  # answer.md's lines are long: the Overview links it instead
+    view = overview(_rows(), answer=answer, sweep_line="Sweep: 3 jobs", files=["answer.md"])
     first = view.description.splitlines()[0]
     assert first == "**Recommended: jacrev** (8x faster than `functional`)"
-    assert "- mlp (N=3, M=2) float32 cpu: use **jacrev** (1 ms)" in view.description
-    assert "```text\ncol1  col2\nabc   1.0\n```" in view.description  # columns kept
+    line = "- mlp (N=3, M=2) float32 cpu: use **jacrev**, 1 ms [0.98-1.02], 8x faster than"
+    assert line in view.description and "functional, error 1.7 eps" in view.description
+    assert "x" * 200 not in view.description and "`answer.md`" in view.description
+    assert max(len(line) for line in view.description.splitlines()) <= 120
     assert view.tags == {"recommended_strategy": "jacrev", "speedup_vs_functional": "8x"}
+
+
+def test_a_plain_sweeps_overview_lists_only_files_it_has():
+    view = overview(_rows(), files=["summary.parquet", "report/report.html"])
+    assert "answer.md" not in view.description
+    assert "`summary.parquet`, `report/report.html`" in view.description
 
 
 def test_jobs_table_is_json_ready_in_milliseconds():
@@ -184,7 +217,7 @@ def test_parent_overview_says_when_nothing_finished_or_the_winner_is_unsettled()
     skipped = make_result(status="skipped", error_message="no CUDA", time_median_s=None)
     view = overview(pd.DataFrame([skipped.__dict__]))
     assert view.description.startswith("**Recommended: none finished**")
-    assert "no strategy finished (1 skipped)" in view.description
+    assert "cpu: none finished: 1 skipped" in view.description
     assert "within tolerance" not in view.description.split("\n\n")[1]
     noisy = [
         make_result(strategy="jacrev", time_median_s=1.00e-3, time_iqr_s=5e-4),

@@ -153,8 +153,9 @@ def test_report_and_mlflow_description_show_the_same_pick_and_alternative(tmp_pa
     write_report(rows, tmp_path)
     report = (tmp_path / "report.md").read_text()
     view = overview(rows)
-    sentence = recommendation(*[make_result(**r) for r in rows.to_dict("records")]).sentence()
-    assert sentence in report and sentence in view.description
+    rec = recommendation(*[make_result(**r) for r in rows.to_dict("records")])
+    sentence = rec.sentence()  # the report's full sentence; the Overview's short line
+    assert sentence in report and f"use **{rec.choice()}**" in view.description
     assert "Approximate alternative: fd_central" in sentence and "exact first" in report
     assert view.description.startswith(
         "**Recommended: jacrev (fd_central is 1.2x faster but approximate)**"

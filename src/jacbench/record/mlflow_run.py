@@ -7,9 +7,11 @@ sweep in the launching process each address runs by id.
 
 from __future__ import annotations
 
+import functools
 import json
 import math
 import os
+import platform
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -18,6 +20,14 @@ from typing import Any, TypeVar
 
 from jacbench.core.enums import Status
 from jacbench.record.mlflow_db import ready_store
+from jacbench.record.mlflow_view import (
+    TAG_PREFIX,
+    VIEW_KEY,
+    VIEW_NAME,
+    read_view,
+    view_state,
+    view_tag,
+)
 from jacbench.record.result import Result
 
 os.environ.setdefault("MLFLOW_SUPPRESS_PRINTING_URL_TO_STDOUT", "true")
@@ -179,7 +189,6 @@ PARAM_FIELDS = [
     "ref_norm",
     "out_norm",
     "memory_method",
-    "config_hash",
 ]
 JOB_TAG = "jacbench.job_id"  # the row's job_id: which run belongs to which parquet row
 SHORT_DTYPES = {"float16": "f16", "bfloat16": "bf16", "float32": "f32", "float64": "f64"}
@@ -225,6 +234,18 @@ def problem_name(result: Result) -> str:
     wrt = " wrt=params" if result.wrt == "params" else ""
     sizes = f" N={result.n_in} M={result.n_out}" if result.n_in is not None else ""
     return f"{result.model}{sizes}{batch}{wrt} {result.dtype} {result.device}"
+
+
+@functools.cache
+def cpu_model() -> str:
+    """The processor's name (/proc/cpuinfo on Linux), recorded with every job's run."""
+    try:
+        for line in Path("/proc/cpuinfo").read_text().splitlines():
+            if line.startswith("model name"):
+                return line.split(":", 1)[1].strip()
+    except OSError:
+        pass
+    return platform.processor() or platform.machine()
 
 
 def run_name(result: Result) -> str:
@@ -286,6 +307,8 @@ def log_result(
         "device_name": result.device_name,
         "git_commit": result.git_commit,
         "mlflow.source.git.commit": result.git_commit,
+        "config_hash": result.config_hash,  # an identifier: a tag, not a param to chart
+        "cpu_model": cpu_model(),
     }
     params = params_of(result, model_options, strategy_options)
     failed = result.status == Status.FAILED
@@ -313,37 +336,29 @@ def logged_run(tracking: Tracking, job_id: str) -> str:
     return runs[0].info.run_id if runs else ""
 
 
-EXPERIMENT_NOTE = (
-    "jacbench: how fast and how accurate each way of computing a Jacobian is. "
-    "Each sweep is a parent run whose **Overview** gives the recommendation per problem; "
-    "its child runs are the jobs (metrics `time_median_ms`, `err_eps`, `log10_rel_err`; "
-    "params `strategy`, `model`, `n_in`, `n_out`, `dtype`, `device`; dataset = the problem). "
-    "The runs table with these columns: add `?viewStateShareKey=jacbench` to this page's URL."
-)
-VIEW_KEY = "jacbench"  # the runs table's saved view: #/experiments/<id>/runs?viewStateShareKey=
-# The runs table's columns in that view (MLflow's keys: type.`name`).
-VIEW_COLUMNS = [
-    "attributes.`Dataset`",
-    "metrics.`time_median_ms`",
-    "metrics.`err_eps`",
-    "metrics.`log10_rel_err`",
-    "metrics.`within_tol`",
-    "params.`strategy`",
-    "params.`dtype`",
-    "params.`n_in`",
-    "params.`n_out`",
-    "tags.`recommended_strategy`",
-    "tags.`speedup_vs_functional`",  # the parent run's tags (jacbench.report.overview)
-]
+def experiment_note(experiment_id: str) -> str:
+    """The experiment's description, with a link (relative: it works on any server) to the
+    runs table in jacbench's view."""
+    table = f"#/experiments/{experiment_id}/runs?{UI_QUERY}"
+    return (
+        "jacbench: how fast and how accurate each way of computing a Jacobian is.\n\n"
+        f'**[Open the results table]({table})** (the saved view "{VIEW_NAME}" in Views).\n\n'
+        "Each sweep is a parent run whose **Overview** gives the recommendation per problem; "
+        "its child runs are the jobs (metrics `time_median_ms` with `time_ci_low_ms` and "
+        "`time_ci_high_ms`, `err_eps`, `log10_rel_err`; params `strategy`, `dtype`, `n_in`, "
+        "`n_out`; dataset = the problem). The Chart tab shows time per strategy and time "
+        "against error."
+    )
 
 
-UI_QUERY = f"workflowType=machine_learning&viewStateShareKey={VIEW_KEY}"
+LAYOUT = "workflowType=machine_learning"  # the model-training layout, not the GenAI one
+UI_QUERY = f"{LAYOUT}&viewStateShareKey={VIEW_KEY}"
 
 
 def view_url(base: str, experiment_id: str, run_id: str = "") -> str:
     """The runs table in jacbench's saved view (or one run's page), classic layout."""
     path = f"runs/{run_id}" if run_id else "runs"
-    query = UI_QUERY if not run_id else "workflowType=machine_learning"
+    query = UI_QUERY if not run_id else LAYOUT
     return f"{base}/#/experiments/{experiment_id}/{path}?{query}"
 
 
@@ -364,24 +379,17 @@ def describe_experiment(tracking: Tracking, expand_run: str = "") -> str:
     experiment_id = _retry(lambda: ensure_experiment(tracking))
     tags = client.get_experiment(experiment_id).tags
     wanted = {
-        "mlflow.note.content": EXPERIMENT_NOTE,
+        "mlflow.note.content": experiment_note(experiment_id),
         "mlflow.experimentKind": "custom_model_development",
     }
     wanted = {k: v for k, v in wanted.items() if k not in tags}
-    view = json.dumps(
-        {
-            "selectedColumns": VIEW_COLUMNS,
-            "runsExpanded": {expand_run: True} if expand_run else {},
-            # MLflow applies widths only along a column order: run name, problem, numbers.
-            "columnOrder": ["attributes.`Run Name`", *VIEW_COLUMNS],
-            "columnWidths": {"attributes.`Run Name`": 280, "attributes.`Dataset`": 230},
-            "runListHidden": False,
-        }
-    )
-    wanted[f"mlflow.sharedViewState.{VIEW_KEY}"] = view
+    view_key = TAG_PREFIX + VIEW_KEY
+    old = tags.get(view_key)
+    if old is None or read_view(old) != view_state(expand_run):  # keep when it is current
+        created = json.loads(old).get("createdAt") if old and "createdAt" in old else None
+        wanted[view_key] = view_tag(expand_run, created)
     for key, value in wanted.items():
-        if tags.get(key) != value:
-            _retry(lambda k=key, v=value: client.set_experiment_tag(experiment_id, k, v))
+        _retry(lambda k=key, v=value: client.set_experiment_tag(experiment_id, k, v))
     return experiment_id
 
 

@@ -8,12 +8,14 @@ table that MLflow can show.
 
 from __future__ import annotations
 
+import textwrap
 from dataclasses import dataclass, field
 
 import pandas as pd
 
 from jacbench.report.analysis import RULE, Recommendation, recommend
-from jacbench.report.problems import DEFAULT_STRATEGY, normalise, problems
+from jacbench.report.display import time_text
+from jacbench.report.problems import DEFAULT_STRATEGY, latest_ok, normalise, problems
 
 # The summary table's columns, in units read at a glance (what log_table shows).
 TABLE_COLUMNS = [
@@ -65,30 +67,69 @@ def headline(recs: list[Recommendation]) -> str:
     return "; ".join(f"{label}: {rec.choice()}" for label, rec in zip(labels, recs, strict=True))
 
 
-def overview(rows: pd.DataFrame, answer: str = "", sweep_line: str = "") -> Overview:
-    """The parent run's description and tags from the sweep's rows. The description's first
-    line is the answer in one line (the runs table shows only that line)."""
-    rows, _ = normalise(rows)
-    recs = [recommend(title, group) for title, group in problems(rows)]
-    first = "**Recommended: " + headline(recs) + "**" if recs else "Nothing was recorded."
-    speedups = [f"{r.speedup_vs_default:.3g}x" for r in recs if r.speedup_vs_default]
+MAX_LINE = 120  # the Overview shows markdown: longer lines made the page 7415 px wide
+
+
+def _wrapped(text: str, indent: str = "") -> list[str]:
+    return textwrap.wrap(text, MAX_LINE, subsequent_indent=indent, break_on_hyphens=False)
+
+
+def short_line(rec: Recommendation, group: pd.DataFrame) -> str:
+    """One problem's answer at a glance: ``mlp f64: use jacfwd, 1.1 ms [1.0-1.2], 48x faster
+    than functional, error 0.9 eps``; the full sentence is in the report and answer.md."""
+    if rec.best is None or rec.unsettled:
+        reason = rec.none_finished or rec.unsettled
+        return f"{rec.problem}: {rec.choice()}" + (f": {reason}" if reason else "")
+    best = latest_ok(group)
+    best = best[best["label"] == rec.best].iloc[0]
+    parts = [f"{rec.problem}: use **{rec.choice()}**", time_text(best)]
+    if rec.speedup_vs_default:
+        parts.append(f"{rec.speedup_vs_default:.3g}x faster than {DEFAULT_STRATEGY}")
+    if rec.best_err_eps is not None:
+        parts.append(f"error {rec.best_err_eps:.2g} eps")
+    return ", ".join(parts)
+
+
+def _first_line(recs: list[Recommendation], speedups: list[str]) -> str:
+    """The headline (the runs table shows only this line), short enough for one line."""
+    if not recs:
+        return "Nothing was recorded."
+    full = "**Recommended: " + headline(recs) + "**"
     if speedups:
-        first += f" ({', '.join(speedups)} faster than `{DEFAULT_STRATEGY}`)"
-    lines = [first, "", "## Recommendation per problem", ""]
-    lines += [f"- {rec.sentence()}" for rec in recs]
-    lines += ["", RULE]
+        full += f" ({', '.join(speedups)} faster than `{DEFAULT_STRATEGY}`)"
+    short = "**Recommended: " + ", ".join(dict.fromkeys(r.choice() for r in recs)) + "**"
+    for line in (full, short + " (per problem below)"):
+        if len(line) <= MAX_LINE:
+            return line
+    return "**Recommended: one strategy per problem, below**"
+
+
+def overview(
+    rows: pd.DataFrame, answer: str = "", sweep_line: str = "", files: list[str] | None = None
+) -> Overview:
+    """The parent run's description and tags from the sweep's rows. The description's first
+    line is the answer in one line (the runs table shows only that line); no line is longer
+    than MAX_LINE. ``files``: the parent's artifacts, to list (answer.md where ``answer``)."""
+    rows, _ = normalise(rows)
+    groups = problems(rows)
+    recs = [recommend(title, group) for title, group in groups]
+    speedups = [f"{r.speedup_vs_default:.3g}x" for r in recs if r.speedup_vs_default]
+    lines = [_first_line(recs, speedups), "", "## Recommendation per problem", ""]
+    for rec, (_, group) in zip(recs, groups, strict=True):
+        lines += _wrapped("- " + short_line(rec, group), "  ")
+    lines += ["", *_wrapped(RULE)]
     if answer:
-        lines += ["", "## Answer", "", "```text", answer.rstrip(), "```"]
-    lines += [
-        "",
-        "## More",
-        "",
-        "Artifacts: `report/report.html` (tables and plots), `answer.md`, "
-        "`summary_table.json` (one line per job), `summary.parquet`. "
-        "Child runs: one per job, metrics `time_median_ms`, `err_eps`, `log10_rel_err`.",
-    ]
+        lines += ["", *_wrapped("The full answer, with every strategy's figures: `answer.md`.")]
+    listed = [f"`{name}`" for name in (files or [])]
+    lines += ["", "## More", ""]
+    if listed:
+        lines += [*_wrapped(f"Artifacts: {', '.join(listed)}."), ""]
+    lines += _wrapped(
+        "Child runs: one per job, metrics `time_median_ms` (interval `time_ci_low_ms` to "
+        "`time_ci_high_ms`), `err_eps`, `log10_rel_err`; the charts are in the Chart tab."
+    )
     if sweep_line:
-        lines += ["", sweep_line]
+        lines += ["", *_wrapped(sweep_line)]
     tags: dict[str, str] = {}
     if recs:
         names = dict.fromkeys(rec.choice(with_alternative=False) for rec in recs)

@@ -299,7 +299,8 @@ def summarise(state: SweepState, console: Any) -> ParentOutcome:
         try:
             from jacbench.report.overview import jobs_table, overview  # matplotlib: lazily
 
-            view = overview(rows, answer, sweep_line)
+            files = [p.name + ("/report.html" if p.is_dir() else "") for p in artifacts]
+            view = overview(rows, answer, sweep_line, [*files, "summary_table.json"])
             outcome = dataclasses.replace(
                 outcome, description=view.description, tags=view.tags, table=jobs_table(rows)
             )
