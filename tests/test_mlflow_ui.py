@@ -183,11 +183,23 @@ def test_sweep_parent_run_answers_through_the_mlflow_api(cli):
     settled = tags["recommended_strategy"].removesuffix(" (not settled)")  # noisy timing
     assert settled in {"jacrev", "functional", "jacrev or functional", "functional or jacrev"}
     assert parent.info.run_name.startswith("strategy (2 jobs) 20")
-    artifacts = {a.path for a in MlflowClient(uri).list_artifacts(parent.info.run_id)}
-    assert "summary_table.json" in artifacts
+    client = MlflowClient(uri)
+    artifacts = {a.path for a in client.list_artifacts(parent.info.run_id)}
+    assert "summary_table.json" in artifacts and "answer.md" not in artifacts
+    assert "answer.md" not in tags["mlflow.note.content"]  # a plain sweep has none
     assert sorted(c.info.run_name for c in children) == ["functional f32 mlp", "jacrev f32 mlp"]
     for child in children:
         assert child.info.end_time - child.info.start_time >= child.data.metrics["measure_ms"]
+    # figures as MLflow images (the run's image views), not only files: the report's on the
+    # parent, the problem's time figure on each job
+    for run, keys in [
+        (parent, {"time_per_strategy", "accuracy_per_strategy"}),
+        *[(c, {"time_per_strategy"}) for c in children],
+    ]:
+        images = {a.path for a in client.list_artifacts(run.info.run_id, "images")}
+        logged = {path.split("/", 1)[1].split("+step+")[0] for path in images}
+        assert keys <= logged, (run.info.run_name, images)
+        assert "mlflow.loggedImages" in client.get_run(run.info.run_id).data.tags
 
 
 @pytest.mark.slow

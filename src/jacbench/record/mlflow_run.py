@@ -21,6 +21,7 @@ from typing import Any, TypeVar
 from jacbench.core.enums import Status
 from jacbench.record.mlflow_db import ready_store
 from jacbench.record.mlflow_view import (
+    IMAGE_KEY,
     TAG_PREFIX,
     VIEW_KEY,
     VIEW_NAME,
@@ -413,8 +414,43 @@ class ParentOutcome:
     tags: dict[str, str] = field(default_factory=dict)
     table: Any = None  # a pandas DataFrame logged with log_table (JSON the UI shows)
     artifacts: list[Path] = field(default_factory=list)
+    images: dict[str, Path] = field(default_factory=dict)  # key -> PNG, the run's image views
+    job_images: dict[str, Path] = field(default_factory=dict)  # job_id -> PNG, on its run
     failed: bool = False
     reason: str = ""  # why the sweep itself failed (e.g. its summary could not be written)
+
+
+def _log_image(tracking: Tracking, run_id: str, key: str, path: Path) -> None:
+    """A PNG as an MLflow image with a key: shown in the run's and the chart view's image
+    cards, not only as a file among the artifacts."""
+    from PIL import Image  # matplotlib's own dependency
+
+    with Image.open(path) as image:
+        image.load()
+        _retry(lambda: _client(tracking).log_image(run_id, image, key=key, synchronous=True))
+
+
+def _log_images(tracking: Tracking, parent_id: str, outcome: ParentOutcome) -> list[str]:
+    """The report's figures on the parent, each problem's time figure on its job runs;
+    returns what could not be logged."""
+    left_out = []
+    targets = [(parent_id, key, path) for key, path in outcome.images.items()]
+    if outcome.job_images:
+        query = f"tags.`mlflow.parentRunId` = '{parent_id}'"
+        experiment = _client(tracking).get_run(parent_id).info.experiment_id
+        children = _retry(
+            lambda: _client(tracking).search_runs([experiment], query, max_results=10000)
+        )
+        for child in children:
+            path = outcome.job_images.get(child.data.tags.get(JOB_TAG, ""))
+            if path is not None:
+                targets.append((child.info.run_id, IMAGE_KEY, path))
+    for run_id, key, path in targets:
+        try:
+            _log_image(tracking, run_id, key, path)
+        except Exception as exc:
+            left_out.append(f"image {key} ({path.name}): {type(exc).__name__}: {exc}")
+    return left_out
 
 
 def finish_parent_run(tracking: Tracking, run_id: str, outcome: ParentOutcome) -> list[str]:
@@ -430,6 +466,7 @@ def finish_parent_run(tracking: Tracking, run_id: str, outcome: ParentOutcome) -
                 _retry(lambda p=path: client.log_artifact(run_id, str(p)))
         except Exception as exc:
             left_out.append(f"{path.name}: {type(exc).__name__}: {exc}")
+    left_out += _log_images(tracking, run_id, outcome)
     if outcome.table is not None and len(outcome.table):
         try:
             _retry(lambda: client.log_table(run_id, outcome.table, "summary_table.json"))

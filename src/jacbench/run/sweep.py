@@ -275,6 +275,8 @@ def summarise(state: SweepState, console: Any) -> ParentOutcome:
         rows, retimed = retime_top(rows, load_registry())
         answer = answer_experiment(state, rows, console, retimed)
         artifacts.append(Path(state.sweep_dir) / "answer.md")
+    images: dict[str, Path] = {}
+    job_images: dict[str, Path] = {}
     if state.report and len(rows):
         report_dir = Path(state.sweep_dir) / "report"
         try:
@@ -283,13 +285,25 @@ def summarise(state: SweepState, console: Any) -> ParentOutcome:
             write_report(rows, report_dir)
             artifacts.append(report_dir)
             console.print(f"Report: {report_dir / 'report.html'}")
+            if state.tracking:
+                from jacbench.report.job_figures import time_figures
+
+                images = {p.stem: p for p in sorted(report_dir.glob("*.png"))}
+                job_images = time_figures(rows, Path(state.sweep_dir) / "job_figures")
         except Exception as exc:  # a report problem must not lose the sweep's records
             console.print(f"[bold yellow]could not write the report: {exc}[/]")
     metrics = {f"n_{k}": float(v) for k, v in counts.items()}
     metrics.update(
         n_jobs=float(state.total), n_resumed=float(n_resumed), n_missing=float(len(missing))
     )
-    outcome = ParentOutcome(metrics, artifacts=artifacts, failed=failed, reason=not_written)
+    outcome = ParentOutcome(
+        metrics,
+        artifacts=artifacts,
+        images=images,
+        job_images=job_images,
+        failed=failed,
+        reason=not_written,
+    )
     if state.tracking and state.parent_run_id and len(rows):
         sweep_line = (
             f"Sweep: `{' '.join(state.overrides) or '(no overrides)'}`: {len(rows)}/"

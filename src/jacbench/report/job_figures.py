@@ -1,0 +1,30 @@
+"""Each problem's time figure on its own, for the job runs of that problem in MLflow (a
+reviewer opening one job sees where it stands among the strategies of its problem)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import matplotlib.pyplot as plt
+import pandas as pd
+
+from jacbench.report import plots
+from jacbench.report.analysis import recommend
+from jacbench.report.problems import normalise, problems
+
+
+def time_figures(rows: pd.DataFrame, out: Path) -> dict[str, Path]:
+    """job_id -> the PNG of its problem's time-per-strategy figure, written into ``out``."""
+    rows, _ = normalise(rows)
+    out.mkdir(parents=True, exist_ok=True)
+    paths: dict[str, Path] = {}
+    for number, (title, group) in enumerate(problems(rows), start=1):
+        pick = recommend(title, group).best or ""
+        fig = plots.time_per_strategy([(title, group)], {title: pick})
+        if fig is None:
+            continue
+        path = out / f"time_per_strategy_{number}.png"
+        fig.savefig(path, dpi=plots.DPI)
+        plt.close(fig)
+        paths.update(dict.fromkeys(group["job_id"].astype(str), path))
+    return paths
