@@ -14,7 +14,7 @@ from mlflow.tracking import MlflowClient
 
 from conftest import QUICK, load_script, make_result, mlflow_runs
 from jacbench.record.mlflow_run import Tracking, describe_experiment, log_result
-from jacbench.record.mlflow_view import VIEW_KEY
+from jacbench.record.mlflow_view import CHARTS_KEY, VIEW_KEY
 from jacbench.report.overview import jobs_table, overview
 from jacbench.run.sweep import sweep_name, swept_keys
 
@@ -83,44 +83,51 @@ def test_runs_table_can_be_filtered_by_problem(tmp_path: Path):
     assert sorted(r.info.run_name for r in runs) == ["jacfwd f64 mlp", "jacrev f64 mlp"]
 
 
-def test_experiment_gets_a_description_classic_layout_and_a_listed_saved_view(tmp_path: Path):
+def test_experiment_gets_a_description_classic_layout_and_listed_saved_views(tmp_path: Path):
     tracking = _tracking(tmp_path)
     client = MlflowClient(tracking.uri)
-    experiment_id = describe_experiment(tracking, expand_run="abc")
+    experiment_id = describe_experiment(tracking)
     tags = client.get_experiment(experiment_id).tags
     note = tags["mlflow.note.content"]
     assert f"(#/experiments/{experiment_id}/runs?workflowType=machine_learning&" in note
+    assert "viewStateShareKey=jacbench-charts&compareRunsMode=CHART)" in note
     assert tags["mlflow.experimentKind"] == "custom_model_development"
     # the envelope MLflow 3's Views menu lists (name, createdAt, state as a JSON string)
-    envelope = json.loads(tags["mlflow.sharedViewState.jacbench"])
+    envelope = json.loads(tags[f"mlflow.sharedViewState.{VIEW_KEY}"])
     assert isinstance(envelope["name"], str) and isinstance(envelope["createdAt"], int)
     view = json.loads(envelope["state"])
-    assert view["runsExpanded"] == {"abc": True}
-    assert view["columnOrder"][:5] == [
+    assert view["runsHiddenMode"] == "SHOW_ALL"  # MLflow's default hid all but 10 runs
+    assert view["columnOrder"][:7] == [
         "attributes.`Run Name`",
         "tags.`recommended_strategy`",
         "attributes.`Dataset`",
         "params.`dtype`",
         "metrics.`time_median_ms`",
+        "metrics.`err_eps`",
+        "metrics.`within_tol`",
     ]
     assert set(view["columnOrder"][1:]) == set(view["selectedColumns"])
-    assert all(view["columnWidths"][c] >= 130 for c in view["selectedColumns"] if "metrics" in c)
-    cards = {card["type"]: card for card in reversed(view["compareRunCharts"])}  # the first
+    widths = view["columnWidths"]
+    assert widths["metrics.`time_median_ms`"] >= 130  # its header with the unit, uncut
+    answer = view["columnOrder"][: view["columnOrder"].index("metrics.`within_tol`") + 1]
+    assert sum(widths[c] for c in answer) <= 1000  # to the verdict on a 1440 px screen
+    charts = json.loads(json.loads(tags[f"mlflow.sharedViewState.{CHARTS_KEY}"])["state"])
+    job_runs = client.search_runs([experiment_id], charts["searchFilter"])
+    assert job_runs == []  # no job yet; the filter is valid MLflow search syntax
+    cards = {card["type"]: card for card in reversed(charts["compareRunCharts"])}  # the first
     assert cards["BAR"]["metricKey"] == "time_median_ms"
     assert (cards["SCATTER"]["xaxis"]["key"], cards["SCATTER"]["yaxis"]["key"]) == (
         "log10_rel_err",
         "time_median_ms",
     )
     assert cards["IMAGE"]["imageKeys"] == ["time_per_strategy"]
-    assert all(card["runsCountToCompare"] >= 16 for card in view["compareRunCharts"])
+    assert all(card["runsCountToCompare"] >= 16 for card in charts["compareRunCharts"])
     created = envelope["createdAt"]
-    describe_experiment(tracking, expand_run="def")  # the next sweep: same view, kept date
-    envelope = json.loads(
+    describe_experiment(tracking)  # the next sweep: the same views, not rewritten
+    again = json.loads(
         client.get_experiment(experiment_id).tags[f"mlflow.sharedViewState.{VIEW_KEY}"]
     )
-    assert envelope["createdAt"] == created and json.loads(envelope["state"])["runsExpanded"] == {
-        "def": True
-    }
+    assert again == envelope and again["createdAt"] == created
     client.set_experiment_tag(experiment_id, "mlflow.note.content", "mine")
     describe_experiment(tracking)  # a user's own description is kept
     assert client.get_experiment(experiment_id).tags["mlflow.note.content"] == "mine"
@@ -178,6 +185,9 @@ def test_sweep_parent_run_answers_through_the_mlflow_api(cli):
     (parent,), children = mlflow_runs(uri)
     assert f"mlflow ui --backend-store-uri {uri}" in proc.stdout  # where to look
     assert f"/runs/{parent.info.run_id}?workflowType=machine_learning" in proc.stdout
+    table = "/runs?workflowType=machine_learning&viewStateShareKey=jacbench"
+    assert "results table: http://127.0.0.1:5000/#/experiments/" in proc.stdout
+    assert table in proc.stdout
     tags = parent.data.tags
     assert tags["mlflow.note.content"].startswith("**Recommended: ")
     settled = tags["recommended_strategy"].removesuffix(" (not settled)")  # noisy timing

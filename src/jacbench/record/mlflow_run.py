@@ -21,12 +21,14 @@ from typing import Any, TypeVar
 from jacbench.core.enums import Status
 from jacbench.record.mlflow_db import ready_store
 from jacbench.record.mlflow_view import (
+    CHARTS_KEY,
+    CHARTS_NAME,
     IMAGE_KEY,
     TAG_PREFIX,
     VIEW_KEY,
     VIEW_NAME,
-    read_view,
-    view_state,
+    VIEWS,
+    current,
     view_tag,
 )
 from jacbench.record.result import Result
@@ -338,44 +340,52 @@ def logged_run(tracking: Tracking, job_id: str) -> str:
 
 
 def experiment_note(experiment_id: str) -> str:
-    """The experiment's description, with a link (relative: it works on any server) to the
-    runs table in jacbench's view."""
-    table = f"#/experiments/{experiment_id}/runs?{UI_QUERY}"
+    """The experiment's description, with links (relative: they work on any server) to the
+    runs table and the charts in jacbench's views."""
+    table = view_url("", experiment_id).lstrip("/")  # "#/experiments/...": this UI's own
+    charts = view_url("", experiment_id, view=CHARTS_KEY).lstrip("/")
     return (
         "jacbench: how fast and how accurate each way of computing a Jacobian is.\n\n"
-        f'**[Open the results table]({table})** (the saved view "{VIEW_NAME}" in Views).\n\n'
+        f'**[Open the results table]({table})** (the saved view "{VIEW_NAME}" in Views), '
+        f'**[the charts]({charts})** ("{CHARTS_NAME}").\n\n'
         "Each sweep is a parent run whose **Overview** gives the recommendation per problem; "
         "its child runs are the jobs (metrics `time_median_ms` with `time_ci_low_ms` and "
         "`time_ci_high_ms`, `err_eps`, `log10_rel_err`; params `strategy`, `dtype`, `n_in`, "
-        "`n_out`; dataset = the problem). The Chart tab shows time per strategy and time "
-        "against error."
+        "`n_out`; dataset = the problem)."
     )
 
 
 LAYOUT = "workflowType=machine_learning"  # the model-training layout, not the GenAI one
-UI_QUERY = f"{LAYOUT}&viewStateShareKey={VIEW_KEY}"
 
 
-def view_url(base: str, experiment_id: str, run_id: str = "") -> str:
-    """The runs table in jacbench's saved view (or one run's page), classic layout."""
-    path = f"runs/{run_id}" if run_id else "runs"
-    query = UI_QUERY if not run_id else LAYOUT
-    return f"{base}/#/experiments/{experiment_id}/{path}?{query}"
+def view_url(base: str, experiment_id: str, run_id: str = "", view: str = VIEW_KEY) -> str:
+    """A saved view of the runs table (the charts' view opens on its charts), or one run's
+    page, in the model-training layout; ``base`` "" gives the link within the UI."""
+    if run_id:
+        return f"{base}/#/experiments/{experiment_id}/runs/{run_id}?{LAYOUT}"
+    mode = "&compareRunsMode=CHART" if view == CHARTS_KEY else ""
+    return f"{base}/#/experiments/{experiment_id}/runs?{LAYOUT}&viewStateShareKey={view}{mode}"
 
 
 def ui_hint(tracking: Tracking, run_id: str) -> str:
-    """Where to see ``run_id`` in the MLflow UI (a local store needs ``mlflow ui`` first)."""
+    """Where to look in the MLflow UI: the results table and the charts in jacbench's views,
+    and ``run_id``'s page (a local store needs ``mlflow ui`` first). One URL a line, so
+    terminals link them."""
     experiment_id = _client(tracking).get_run(run_id).info.experiment_id
-    if tracking.uri.startswith(("http:", "https:")):
-        return f"MLflow: {view_url(tracking.uri.rstrip('/'), experiment_id, run_id)}"
-    url = view_url("http://127.0.0.1:5000", experiment_id, run_id)
-    return f"MLflow: mlflow ui --backend-store-uri {tracking.uri} , then open {url}"
+    remote = tracking.uri.startswith(("http:", "https:"))
+    base = tracking.uri.rstrip("/") if remote else "http://127.0.0.1:5000"
+    first = "MLflow:" if remote else f"MLflow: mlflow ui --backend-store-uri {tracking.uri} , then"
+    return (
+        f"{first}\n  results table: {view_url(base, experiment_id)}\n"
+        f"  charts:        {view_url(base, experiment_id, view=CHARTS_KEY)}\n"
+        f"  this run:      {view_url(base, experiment_id, run_id)}"
+    )
 
 
-def describe_experiment(tracking: Tracking, expand_run: str = "") -> str:
-    """Describe the experiment, save the runs table's view (readable columns, sweeps
-    expanded), and ask for the classic model-training layout (``mlflow.experimentKind``,
-    read by MLflow 3's UI) unless someone chose otherwise. Returns the experiment's id."""
+def describe_experiment(tracking: Tracking) -> str:
+    """Describe the experiment, save jacbench's views (the runs table with readable columns,
+    and the jobs' charts), and ask for the classic model-training layout
+    (``mlflow.experimentKind``) unless someone chose otherwise. Returns the experiment's id."""
     client = _client(tracking)
     experiment_id = _retry(lambda: ensure_experiment(tracking))
     tags = client.get_experiment(experiment_id).tags
@@ -384,11 +394,11 @@ def describe_experiment(tracking: Tracking, expand_run: str = "") -> str:
         "mlflow.experimentKind": "custom_model_development",
     }
     wanted = {k: v for k, v in wanted.items() if k not in tags}
-    view_key = TAG_PREFIX + VIEW_KEY
-    old = tags.get(view_key)
-    if old is None or read_view(old) != view_state(expand_run):  # keep when it is current
-        created = json.loads(old).get("createdAt") if old and "createdAt" in old else None
-        wanted[view_key] = view_tag(expand_run, created)
+    for key in VIEWS:
+        old = tags.get(TAG_PREFIX + key)
+        if not current(key, old):
+            created = json.loads(old).get("createdAt") if old and "createdAt" in old else None
+            wanted[TAG_PREFIX + key] = view_tag(key, created)
     for key, value in wanted.items():
         _retry(lambda k=key, v=value: client.set_experiment_tag(experiment_id, k, v))
     return experiment_id
@@ -399,7 +409,7 @@ def start_parent_run(tracking: Tracking, name: str, params: dict[str, str]) -> s
     from mlflow.entities import Param
 
     run_id = _create_run(tracking, name, {"jacbench.role": "sweep"})
-    describe_experiment(tracking, expand_run=run_id)
+    describe_experiment(tracking)
     params_list = [Param(k, v[:MAX_PARAM_LEN]) for k, v in params.items()]
     _retry(lambda: _client(tracking).log_batch(run_id, params=params_list))
     return run_id

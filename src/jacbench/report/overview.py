@@ -97,7 +97,8 @@ def _first_line(recs: list[Recommendation], speedups: list[str]) -> str:
     full = "**Recommended: " + headline(recs) + "**"
     if speedups:
         full += f" ({', '.join(speedups)} faster than `{DEFAULT_STRATEGY}`)"
-    short = "**Recommended: " + ", ".join(dict.fromkeys(r.choice() for r in recs)) + "**"
+    names = dict.fromkeys(r.choice(with_alternative=False) for r in recs)
+    short = "**Recommended: " + ", ".join(names) + "**"
     for line in (full, short + " (per problem below)"):
         if len(line) <= MAX_LINE:
             return line
@@ -114,7 +115,8 @@ def overview(
     groups = problems(rows)
     recs = [recommend(title, group) for title, group in groups]
     speedups = [f"{r.speedup_vs_default:.3g}x" for r in recs if r.speedup_vs_default]
-    lines = [_first_line(recs, speedups), "", "## Recommendation per problem", ""]
+    lines = [_first_line(recs, speedups), ""]  # the per-problem lines next: the collapsed
+    # description shows the first three lines
     for rec, (_, group) in zip(recs, groups, strict=True):
         lines += _wrapped("- " + short_line(rec, group), "  ")
     lines += ["", *_wrapped(RULE)]
