@@ -238,12 +238,12 @@ def test_label_boxes_are_computed_where_matplotlib_draws_the_labels():
     plt.close(fig)
 
 
-def test_accuracy_plot_keeps_its_y_label_inside_the_figure():
+def test_accuracy_plot_keeps_its_error_label_inside_the_figure():
     from jacbench.report import plots
 
     rows, _ = plot_rows(timed("jacrev", 1.0), timed("fd_central", 0.5, "approximate"))
     fig = plots.accuracy_per_strategy(rows)
-    assert fig.axes[0].get_ylabel().startswith("err_eps")
+    assert fig.axes[0].get_xlabel().startswith("err_eps")  # strategies down the y axis
     assert not texts_inside(fig)
 
 

@@ -7,7 +7,7 @@ from dataclasses import dataclass
 import pandas as pd
 
 from jacbench.core.enums import Kind, Status
-from jacbench.report.display import cell, time_text, verdict_text
+from jacbench.report.display import cell, factor_text, seconds_text, time_text, verdict_text
 from jacbench.report.problems import DEFAULT_STRATEGY, good, latest_ok
 from jacbench.timing.rule import Order, compare_times, settled_ratio, unsettled
 
@@ -57,7 +57,7 @@ def problem_lines(rows: pd.DataFrame) -> list[list[str]]:
 def _speedup_text(speedup: float | None, compared: bool) -> str:
     """``3.7x``, or "tied" where the rule cannot tell the two apart."""
     if speedup is not None:
-        return f"{speedup:.3g}x"
+        return f"{factor_text(speedup)}x"
     return "tied" if compared else "-"
 
 
@@ -92,7 +92,7 @@ class Alternative:
 
     def ratio(self, word: str) -> str:
         """``3.1x faster`` (or slower), or "tied" where the rule cannot tell them apart."""
-        return "tied" if self.faster is None else f"{self.faster:.3g}x {word}"
+        return "tied" if self.faster is None else f"{factor_text(self.faster)}x {word}"
 
 
 @dataclass(frozen=True)
@@ -122,13 +122,13 @@ class Recommendation:
                 f"{self.unsettled} (re-run with a longer timing.min_run_time on a quiet "
                 "machine)." + self.alternative_sentence()
             )
-        text = f"{self.problem}: use **{self.best}** ({self.best_time * 1e3:.3g} ms)"
+        text = f"{self.problem}: use **{self.best}** ({seconds_text(self.best_time)})"
         if self.best_kind == Kind.APPROXIMATE:
             text += f", approximate (err_eps {_eps_text(self.best_err_eps)})"
         if self.runner_up:
-            text += f"; runner-up {self.runner_up} ({self.runner_up_slower:.3g}x slower)"
+            text += f"; runner-up {self.runner_up} ({factor_text(self.runner_up_slower)}x slower)"
         if self.speedup_vs_default:
-            text += f"; {self.speedup_vs_default:.3g}x faster than {DEFAULT_STRATEGY}"
+            text += f"; {factor_text(self.speedup_vs_default)}x faster than {DEFAULT_STRATEGY}"
         elif self.versus_default:
             text += f"; {self.versus_default}"
         else:
@@ -142,11 +142,11 @@ class Recommendation:
             return ""
         if alt.kind == Kind.EXACT:
             return (
-                f" Exact alternative: {alt.name} ({alt.time * 1e3:.3g} ms, err_eps "
+                f" Exact alternative: {alt.name} ({seconds_text(alt.time)}, err_eps "
                 f"{_eps_text(alt.err_eps)}), {alt.ratio('slower')}; {self.why}."
             )
         return (
-            f" Approximate alternative: {alt.name} ({alt.time * 1e3:.3g} ms, err_eps "
+            f" Approximate alternative: {alt.name} ({seconds_text(alt.time)}, err_eps "
             f"{_eps_text(alt.err_eps)}), {alt.ratio('faster')}; {self.why}."
         )
 

@@ -57,13 +57,15 @@ def write_report(source: Path | pd.DataFrame, out: Path) -> list[Path]:
         doc.heading("Rules of thumb", 3)
         doc.bullets(rules)
 
-    written = []
+    written, shown = [], []
     figures = plots.all_plots(rows, groups)
     for name, fig in figures.items():
         path = out / f"{name}.png"
-        fig.savefig(path, dpi=100)
+        fig.savefig(path, dpi=plots.DPI)
+        fig.savefig(path.with_suffix(".svg"))  # the same figure, to zoom or print
+        shown.append((path, plots.display_width(fig)))
         plt.close(fig)
-        written.append(path)
+        written += [path, path.with_suffix(".svg")]
 
     doc.heading("Problems")
     for title, group in groups:
@@ -79,8 +81,8 @@ def write_report(source: Path | pd.DataFrame, out: Path) -> list[Path]:
             doc.table(["strategy", "status", "reason"], bad)
 
     doc.heading("Plots")
-    for path in written:
-        doc.image(path, CAPTIONS[path.stem])
+    for path, width in shown:
+        doc.image(path, CAPTIONS[path.stem], width)
     absent = [CAPTIONS[n] for n in CAPTIONS if n not in figures]
     if absent:
         doc.paragraph("Not drawn (no data for them in this result set): " + "; ".join(absent))

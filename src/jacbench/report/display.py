@@ -13,7 +13,14 @@ from rich.table import Table
 from jacbench.core.enums import Status
 from jacbench.record.result import Result
 from jacbench.timing.noise import is_noisy
-from jacbench.timing.rule import Order, compare_times, interval_of, settled_ratio
+from jacbench.timing.rule import (
+    Order,
+    compare_times,
+    digits,
+    interval_of,
+    settled_ratio,
+    time_unit,
+)
 
 
 def make_console() -> Console:
@@ -36,6 +43,19 @@ NOISY_LEGEND = (
 )
 
 
+def seconds_text(seconds: float) -> str:
+    """A time in the unit the tables use (``1.07 ms``, ``13.9 s``): three significant digits,
+    as an interval's text (``Interval.text``) gives them."""
+    unit, scale = time_unit(seconds)
+    return f"{digits(seconds * scale)} {unit}"
+
+
+def factor_text(ratio: float) -> str:
+    """A ratio of times to three significant digits, never in exponent form (``264``, ``1.4``,
+    ``1234``: rule.digits): the times it divides are not known any better."""
+    return digits(ratio)
+
+
 def time_text(row: Mapping[str, object]) -> str:
     """The median time with its confidence interval (``1.14 ms [1.10-1.20]``), or the bare
     median marked "no interval" where the row has none; "(noisy)" where torch.utils.benchmark
@@ -46,7 +66,7 @@ def time_text(row: Mapping[str, object]) -> str:
     elif row.get("time_median_s") is None or pd.isna(row.get("time_median_s")):
         return "-"
     else:
-        text = f"{float(row['time_median_s']) * 1e3:.3g} ms (no interval)"  # type: ignore[arg-type]
+        text = f"{seconds_text(float(row['time_median_s']))} (no interval)"  # type: ignore[arg-type]
     return f"{text} {NOISY}" if is_noisy(row.get("timing_warning")) else text
 
 
@@ -57,7 +77,7 @@ def ratio_text(a: Mapping[str, object], b: Mapping[str, object]) -> str:
         return "1"  # the same row
     ratio = settled_ratio(a, b)
     if ratio is not None:
-        return f"{ratio:.3g}"
+        return factor_text(ratio)
     return "tied" if compare_times(a, b).order == Order.TIED else "?"
 
 

@@ -14,7 +14,7 @@ from dataclasses import dataclass, field
 import pandas as pd
 
 from jacbench.report.analysis import RULE, Recommendation, recommend
-from jacbench.report.display import time_text
+from jacbench.report.display import factor_text, time_text
 from jacbench.report.problems import DEFAULT_STRATEGY, latest_ok, normalise, problems
 
 # The summary table's columns, in units read at a glance (what log_table shows).
@@ -84,7 +84,7 @@ def short_line(rec: Recommendation, group: pd.DataFrame) -> str:
     best = best[best["label"] == rec.best].iloc[0]
     parts = [f"{rec.problem}: use **{rec.choice()}**", time_text(best)]
     if rec.speedup_vs_default:
-        parts.append(f"{rec.speedup_vs_default:.3g}x faster than {DEFAULT_STRATEGY}")
+        parts.append(f"{factor_text(rec.speedup_vs_default)}x faster than {DEFAULT_STRATEGY}")
     if rec.best_err_eps is not None:
         parts.append(f"error {rec.best_err_eps:.2g} eps")
     return ", ".join(parts)
@@ -114,7 +114,7 @@ def overview(
     rows, _ = normalise(rows)
     groups = problems(rows)
     recs = [recommend(title, group) for title, group in groups]
-    speedups = [f"{r.speedup_vs_default:.3g}x" for r in recs if r.speedup_vs_default]
+    speedups = [f"{factor_text(r.speedup_vs_default)}x" for r in recs if r.speedup_vs_default]
     lines = [_first_line(recs, speedups), ""]  # the per-problem lines next: the collapsed
     # description shows the first three lines
     for rec, (_, group) in zip(recs, groups, strict=True):

@@ -1,5 +1,10 @@
 """Headless matplotlib figures of a result set. Each function returns a Figure, or None when
-the rows hold no data for it (no eps sweep, no shape sweep)."""
+the rows hold no data for it (no eps sweep, no shape sweep).
+
+Sizes are in inches as read: report.html shows each figure at ``CSS_PX_PER_IN`` px per inch
+(``display_width``), where a point is a point, so no label is below ``SMALL`` pt on the page.
+Each figure is finished (``_finish``): its layout frozen and the tick labels that would
+collide with another text left blank, so the saved image is the one measured."""
 
 from __future__ import annotations
 
@@ -15,36 +20,251 @@ import matplotlib.pyplot as plt  # noqa: E402
 import numpy as np  # noqa: E402
 import pandas as pd  # noqa: E402
 from matplotlib.figure import Figure  # noqa: E402
+from matplotlib.lines import Line2D  # noqa: E402
 from matplotlib.text import Text  # noqa: E402
+from matplotlib.ticker import (  # noqa: E402
+    FixedLocator,
+    Formatter,
+    FuncFormatter,
+    LogLocator,
+    MaxNLocator,
+    NullFormatter,
+)
 from matplotlib.transforms import Bbox  # noqa: E402
 
 from jacbench.core.enums import Kind, Mode, Status
 from jacbench.report.analysis import recommend  # noqa: E402
 from jacbench.report.problems import good, latest_ok  # noqa: E402
+from jacbench.report.problems import problems as by_problem  # noqa: E402
+from jacbench.report.render import PAGE_PX  # noqa: E402
 
+FONT = 10  # points: titles, axis and tick labels
+SMALL = 9  # points: point names and legends, the smallest text drawn
+CSS_PX_PER_IN = 96  # a browser's px per inch: shown at this scale, a point is a point
+MAX_WIDTH_IN = 11.0  # the widest figure: 1056 px, inside report.html's PAGE_PX
+DPI = 200  # of the saved PNG: sharp on high-density screens at the shown size
 ZERO_ERR = 1e-2  # err_eps of exactly 0 drawn here on a log axis
 KIND_COLORS = {
     Kind.EXACT: "tab:blue",
     Kind.APPROXIMATE: "tab:orange",
     Kind.NEGATIVE_CONTROL: "tab:red",
 }
+KIND_MARKERS = {Kind.EXACT: "o", Kind.APPROXIMATE: "D", Kind.NEGATIVE_CONTROL: "x"}
+DTYPE_MARKERS = {"float64": "s", "float32": "o", "float16": "^", "bfloat16": "v"}
+# machine epsilon per dtype name: the err_eps unit, for the tolerance lines (no torch here)
+DTYPE_EPS = {"float64": 2.0**-52, "float32": 2.0**-23, "float16": 2.0**-10, "bfloat16": 2.0**-7}
+TOLERANCE_STYLES = ("--", ":", "-.", (0, (5, 2, 1, 2)))
+PICK_STYLE = {"marker": "*", "s": 380, "color": "gold", "edgecolors": "black", "zorder": 1.5}
+SPY_MAX_DENSITY = 0.6  # above it a spy plot is mostly ink: it says no more than its density
+assert MAX_WIDTH_IN * CSS_PX_PER_IN <= PAGE_PX
 
 
-def _loglog(fig: Figure, ax, xlabel: str, ylabel: str, **legend) -> Figure:
-    """Log-log axes with labels and a legend: the common finish of the scatter plots."""
-    ax.set_xscale("log")
-    ax.set_yscale("log")
-    ax.set_xlabel(xlabel)
-    ax.set_ylabel(ylabel)
-    ax.legend(**legend)
-    if fig.get_layout_engine() is None:
-        fig.tight_layout()
+def display_width(fig: Figure) -> int:
+    """The width (CSS px) report.html shows ``fig`` at: its inches at the browser's scale."""
+    return round(fig.get_figwidth() * CSS_PX_PER_IN)
+
+
+def _wrap(text: str, width: int) -> str:
+    """Long strategy names broken after their commas (they have no spaces), at most
+    ``width`` characters a line."""
+    lines = [""]
+    for part in text.replace(",", ",\0").replace(" ", " \0").split("\0"):
+        if lines[-1] and len(lines[-1]) + len(part) > width:
+            lines.append("")
+        lines[-1] += part
+    return "\n".join(line.rstrip() for line in lines)
+
+
+def _tick_text(value: float, _pos: object = None) -> str:
+    """A log axis' tick as a plain number (``0.5``, ``20``, ``1e6``): no superscripts,
+    which are drawn at 70% of the label's size."""
+    if value == 0 or 1e-3 <= abs(value) < 1e5:
+        return f"{value:g}"
+    mantissa, exponent = f"{value:.0e}".split("e")
+    return f"{mantissa}e{int(exponent)}"
+
+
+def _log_axis(ax, which: str, label: str) -> None:
+    """A log axis labelled with plain numbers at 1, 2 and 5 of each decade (only decades
+    where they are many; ``_finish`` adds more where fewer than three fall in view)."""
+    getattr(ax, f"set_{which}scale")("log")
+    axis = getattr(ax, f"{which}axis")
+    axis.set_major_locator(LogLocator(subs=(1.0, 2.0, 5.0)))
+    axis.set_major_formatter(FuncFormatter(_tick_text))
+    axis.set_minor_formatter(NullFormatter())
+    axis.set_label_text(label, fontsize=FONT)
+
+
+def _style(ax) -> None:
+    ax.tick_params(which="both", labelsize=FONT)
+    ax.title.set_fontsize(FONT)
+    for axis in (ax.xaxis, ax.yaxis):
+        axis.label.set_fontsize(FONT)
+
+
+class _Blank(Formatter):
+    """Another formatter's tick labels, left blank at the ticks whose label would collide."""
+
+    def __init__(self, inner: Formatter, hidden: set[float]) -> None:
+        self.inner, self.hidden = inner, hidden
+
+    def set_axis(self, axis) -> None:
+        super().set_axis(axis)
+        self.inner.set_axis(axis)
+
+    def format_ticks(self, values):
+        texts = self.inner.format_ticks(values)
+        return ["" if v in self.hidden else t for v, t in zip(values, texts, strict=True)]
+
+    def __call__(self, x, pos=None) -> str:
+        return "" if x in self.hidden else self.inner(x, pos)
+
+    def get_offset(self) -> str:
+        return self.inner.get_offset()
+
+
+def _tick_labels(ax) -> list[tuple[object, float, bool, Text]]:
+    """The tick labels drawn now: (axis, tick value, major, label)."""
+    found = []
+    for axis in (ax.xaxis, ax.yaxis):
+        majors = set(axis.get_majorticklocs())
+        for tick in axis._update_ticks():  # only the ticks in view
+            for label in (tick.label1, tick.label2):
+                if label.get_visible() and label.get_text():
+                    found.append((axis, tick.get_loc(), tick.get_loc() in majors, label))
+    return found
+
+
+def drawn_texts(fig: Figure) -> list[Text]:
+    """Every non-empty visible text of a drawn figure (tick labels: those in view)."""
+    ticks = {id(t) for ax in fig.axes for axis in (ax.xaxis, ax.yaxis) for t in _all_labels(axis)}
+    drawn = [label for ax in fig.axes for *_, label in _tick_labels(ax)]
+    others = [
+        t
+        for t in fig.findobj(Text)
+        if id(t) not in ticks and t.get_visible() and t.get_text() and _shown(t)
+    ]
+    return drawn + others
+
+
+def _all_labels(axis) -> list[Text]:
+    ticks = [*axis.majorTicks, *axis.minorTicks]
+    return [label for tick in ticks for label in (tick.label1, tick.label2)]
+
+
+def _shown(text: Text) -> bool:
+    """Whether the artists holding ``text`` are visible too (a legend, an axes)."""
+    parent = getattr(text, "axes", None)
+    return parent is None or parent.get_visible()
+
+
+def _enough_log_ticks(fig: Figure) -> None:
+    """Where fewer than three labelled ticks of a log axis fall in view, label the decades
+    (1, 2 and 5 give none beyond about ten decades), then every integer mantissa (a span
+    under a decade), then two rounded values inside the span."""
+    for ax in fig.axes:
+        for axis in (ax.xaxis, ax.yaxis):
+            if axis.get_scale() != "log":
+                continue
+            low, high = sorted(axis.get_view_interval())
+            tries = (LogLocator(), LogLocator(subs=tuple(range(1, 10))), None)
+            for locator in tries:
+                inside = [v for v in axis.get_majorticklocs() if low <= v <= high]
+                if len(inside) >= 3:
+                    break
+                if locator is None:
+                    values = np.geomspace(low, high, 4)[1:3]
+                    locator = FixedLocator([float(f"{v:.2g}") for v in values])
+                axis.set_major_locator(locator)
+
+
+def _finish(fig: Figure) -> Figure:
+    """Lay the figure out once and freeze it; fix its ticks; blank every tick label that
+    would collide with one already kept or with any other text (decades and the ends of a
+    linear axis first)."""
+    fig.draw_without_rendering()
+    _enough_log_ticks(fig)
+    fig.draw_without_rendering()
+    fig.set_layout_engine("none")  # what is measured below is what is saved
+    for ax in fig.axes:
+        for axis in (ax.xaxis, ax.yaxis):
+            axis.set_major_locator(FixedLocator(axis.get_majorticklocs()))
+            axis.set_minor_locator(FixedLocator(axis.get_minorticklocs()))
+    fig.draw_without_rendering()
+    renderer = fig.canvas.get_renderer()
+    ticks = [entry for ax in fig.axes for entry in _tick_labels(ax)]
+    tick_ids = {id(label) for *_, label in ticks}
+    kept = [t.get_window_extent(renderer) for t in drawn_texts(fig) if id(t) not in tick_ids]
+    hidden: dict[tuple[int, bool], set[float]] = {}
+    for axis, value, major, label in sorted(ticks, key=_tick_priority):
+        gap = 0.3 * label.get_fontsize() * fig.dpi / 72  # a space between neighbours
+        box = label.get_window_extent(renderer).padded(gap / 2, 0)
+        if any(box.overlaps(other) for other in kept):
+            hidden.setdefault((id(axis), major), set()).add(value)
+        else:
+            kept.append(box)
+    for ax in fig.axes:
+        for axis in (ax.xaxis, ax.yaxis):
+            for major in (True, False):
+                values = hidden.get((id(axis), major))
+                if values and major:
+                    axis.set_major_formatter(_Blank(axis.get_major_formatter(), values))
+                elif values:
+                    axis.set_minor_formatter(_Blank(axis.get_minor_formatter(), values))
     return fig
 
 
-KIND_MARKERS = {Kind.EXACT: "o", Kind.APPROXIMATE: "D", Kind.NEGATIVE_CONTROL: "x"}
-# machine epsilon per dtype name: the err_eps unit, for the tolerance lines (no torch here)
-DTYPE_EPS = {"float64": 2.0**-52, "float32": 2.0**-23, "float16": 2.0**-10, "bfloat16": 2.0**-7}
+def _tick_priority(entry) -> tuple[bool, bool, float]:
+    axis, value, major, _ = entry
+    decade = axis.get_scale() == "log" and value > 0 and math.log10(value).is_integer()
+    return (not major, not decade, abs(value))
+
+
+def _legend(fig: Figure, handles: list, ncols: int = 3) -> None:
+    """One legend for the whole figure, above its panels, where it hides no point."""
+    unique = {h.get_label(): h for h in handles}
+    fig.legend(
+        list(unique.values()),
+        list(unique),
+        loc="outside upper center",
+        ncols=min(ncols, len(unique)),
+        fontsize=SMALL,
+        frameon=False,
+    )
+
+
+def _tolerances(rows: pd.DataFrame) -> dict[tuple[str, float], str]:
+    """Each tolerance of the rows in err_eps (tolerance / eps of the dtype) by kind, named
+    by the kind alone where its dtypes share it (exact: 100 in every dtype)."""
+    found: dict[tuple[str, float], list[str]] = {}
+    for (kind, dtype), group in rows.groupby(["strategy_kind", "dtype"]):
+        eps = DTYPE_EPS.get(str(dtype))
+        tol = pd.to_numeric(group["tolerance"], errors="coerce").dropna()
+        if eps and len(tol) and tol.min() > 0:
+            found.setdefault((str(kind), float(f"{tol.min() / eps:.3g}")), []).append(str(dtype))
+    shared = {kind for kind, _ in found if sum(k == kind for k, _ in found) == 1}
+    return {
+        (kind, value): kind if kind in shared else f"{kind} {', '.join(dtypes)}"
+        for (kind, value), dtypes in found.items()
+    }
+
+
+KIND_TOLERANCE_STYLES = {Kind.EXACT: "--", Kind.APPROXIMATE: ":", Kind.NEGATIVE_CONTROL: "-."}
+
+
+def _tolerance_lines(ax, rows: pd.DataFrame, vertical: bool = False) -> list[Line2D]:
+    """The rows' tolerances drawn across ``ax``; returns their legend entries."""
+    entries = []
+    for (kind, value), who in sorted(_tolerances(rows).items()):
+        style = {"ls": KIND_TOLERANCE_STYLES.get(kind, "-."), "lw": 1.2, "color": "0.3"}
+        (ax.axvline if vertical else ax.axhline)(value, label="_tolerance", **style)
+        entries.append(Line2D([], [], label=f"tolerance, {who}: err_eps {value:g}", **style))
+    return entries
+
+
+def _pick_entry() -> Line2D:
+    star = {k: v for k, v in PICK_STYLE.items() if k not in ("s", "zorder", "edgecolors")}
+    return Line2D([], [], ls="", ms=14, mec="black", label="recommended (the pick)", **star)
 
 
 def _interval_bars(rows: pd.DataFrame) -> np.ndarray:
@@ -56,103 +276,120 @@ def _interval_bars(rows: pd.DataFrame) -> np.ndarray:
     return np.vstack([(median - low).clip(lower=0), (high - median).clip(lower=0)])
 
 
+NAME_WIDTH = 45  # characters a line of a strategy name on an axis
+INCH_PER_CHAR = 0.085  # of a FONT-pt label, wide characters counted
+
+
+def _names_width(names) -> float:
+    """Figure width (inches) for an axis of ``names`` beside a plot at least 5 in wide."""
+    longest = max((len(line) for name in names for line in name.split("\n")), default=0)
+    return min(MAX_WIDTH_IN, 5.5 + INCH_PER_CHAR * longest)
+
+
+def _row_pitch(names) -> float:
+    """Inches per row of a categorical axis: room for its tallest (wrapped) name."""
+    return 0.2 + 0.17 * max((name.count("\n") + 1 for name in names), default=1)
+
+
 def time_per_strategy(
     problems: list[tuple[str, pd.DataFrame]], picks: dict[str, str] | None = None
 ) -> Figure | None:
-    """Median time of every ok strategy, per problem; bars span the 95% confidence interval
-    of the median, colour and marker tell exact from approximate, and the recommended
-    strategy (``picks``: problem title -> label) is starred. One panel per problem, each as
-    tall as its number of strategies needs, the figure widened for long strategy names."""
+    """Median time of every ok strategy, per problem, on a log axis in ms; bars span the 95%
+    confidence interval of the median, colour and marker tell exact from approximate, and
+    the recommended strategy (``picks``: problem title -> label) is starred. One panel per
+    problem, each as tall as its strategies' names need."""
     picks = picks or {}
     panels = [(t, latest_ok(r).sort_values("time_median_s")) for t, r in problems]
-    panels = [(t, r) for t, r in panels if len(r)]
+    panels = [(t, r.reset_index(drop=True)) for t, r in panels if len(r)]
     if not panels:
         return None
-    heights = [0.3 * len(r) + 1.2 for _, r in panels]
-    longest = max(len(label) for _, r in panels for label in r["label"])
+    names = {
+        title: [
+            _wrap(label + (" (pick)" if label == picks.get(title) else ""), NAME_WIDTH)
+            for label in rows["label"]
+        ]
+        for title, rows in panels
+    }
+    heights = [_row_pitch(names[t]) * len(r) + 1.1 for t, r in panels]
+    width = _names_width(n for t, _ in panels for n in names[t])
     fig, axes = plt.subplots(
         len(panels),
         1,
-        figsize=(max(8.0, 6 + 0.07 * longest), sum(heights)),
+        figsize=(width, sum(heights) + 0.5),
         squeeze=False,
         gridspec_kw={"height_ratios": heights},
         layout="constrained",
     )
+    handles = []
     for ax, (title, rows) in zip(axes[:, 0], panels, strict=True):
-        rows = rows.reset_index(drop=True)
-        bars = _interval_bars(rows)
+        bars = _interval_bars(rows) * 1e3
         for kind, group in rows.groupby("strategy_kind"):
             index = group.index
-            ax.errorbar(
-                group["time_median_s"],
-                index,
-                xerr=bars[:, index],
-                fmt=KIND_MARKERS.get(kind, "o"),
-                color=KIND_COLORS.get(kind, "0.3"),
-                capsize=3,
-                label=f"{kind} (bar: 95% interval of the median)",
+            handles.append(
+                ax.errorbar(
+                    group["time_median_s"] * 1e3,
+                    index,
+                    xerr=bars[:, index],
+                    fmt=KIND_MARKERS.get(kind, "o"),
+                    color=KIND_COLORS.get(kind, "0.3"),
+                    capsize=3,
+                    label=str(kind),
+                )
             )
         pick = rows.index[rows["label"] == picks.get(title)]
         if len(pick):
-            ax.scatter(
-                rows.loc[pick, "time_median_s"],
-                pick,
-                marker="*",
-                s=160,
-                color="gold",
-                edgecolors="black",
-                zorder=3,
-                label="recommended",
-            )
-        names = [label + (" (pick)" if i in pick else "") for i, label in enumerate(rows["label"])]
-        ax.set_yticks(range(len(rows)), names, fontsize=8)
+            ax.scatter(rows.loc[pick, "time_median_s"] * 1e3, pick, label="_pick", **PICK_STYLE)
+            handles.append(_pick_entry())
+        _style(ax)
+        ax.set_yticks(range(len(rows)), names[title])
         ax.set_ylim(-0.6, len(rows) - 0.4)
-        ax.set_xscale("log")
-        ax.set_title(textwrap.fill(title, 80), fontsize=9)
-        ax.set_xlabel("seconds per Jacobian", fontsize=8)
-        ax.legend(fontsize=7, loc="lower right")
-    return fig
+        ax.invert_yaxis()  # fastest on top
+        _log_axis(ax, "x", "median time per Jacobian [ms] (bar: 95% interval of the median)")
+        ax.set_title(textwrap.fill(title, int(width * 8)), fontsize=FONT)
+    _legend(fig, handles)
+    return _finish(fig)
 
 
 def accuracy_per_strategy(rows: pd.DataFrame) -> Figure | None:
-    """err_eps (rounding units) per strategy, one series per dtype, with each dtype's
-    tolerance as a line (dashed: exact; dotted: approximate)."""
+    """err_eps (rounding units, log axis) per strategy, one series per dtype, with each
+    tolerance as a line: how far each answer is from its verdict."""
     ok = rows[(rows["status"] == Status.OK) & rows["err_eps"].notna()]
     if ok.empty:
         return None
     labels = sorted(ok["label"].unique())
-    fig, ax = plt.subplots(figsize=(max(6, 0.5 * len(labels) + 2), 5), layout="constrained")
+    names = [_wrap(label, NAME_WIDTH) for label in labels]
+    fig, ax = plt.subplots(
+        figsize=(_names_width(names), _row_pitch(names) * len(labels) + 2.0),
+        layout="constrained",
+    )
+    handles = []
     for dtype, group in ok.groupby("dtype"):
-        x = [labels.index(label) for label in group["label"]]
-        ax.scatter(x, group["err_eps"].clip(lower=ZERO_ERR), label=str(dtype), alpha=0.7)
-        eps = DTYPE_EPS.get(str(dtype))
-        for kind, style in ((Kind.EXACT, "--"), (Kind.APPROXIMATE, ":")):
-            tol = pd.to_numeric(group[group["strategy_kind"] == kind]["tolerance"])
-            if eps and tol.notna().any():
-                ax.axhline(float(tol.min()) / eps, ls=style, lw=0.8, color="0.4")
-                ax.annotate(
-                    f"{dtype} {kind} tolerance",
-                    (0, float(tol.min()) / eps),
-                    fontsize=7,
-                    xytext=(2, 2),
-                    textcoords="offset points",
-                    color="0.3",
-                )
-    ax.set_xticks(range(len(labels)), labels, rotation=45, ha="right")
-    ax.set_yscale("log")
-    ax.set_ylabel(f"err_eps (rel_err / machine eps)\n0 drawn at {ZERO_ERR:g}")
-    ax.legend(title="dtype")
-    return fig
-
-
-DTYPE_MARKERS = {"float64": "s", "float32": "o", "float16": "^", "bfloat16": "v"}
+        y = [labels.index(label) for label in group["label"]]
+        handles.append(
+            ax.scatter(
+                group["err_eps"].clip(lower=ZERO_ERR),
+                y,
+                label=str(dtype),
+                marker=DTYPE_MARKERS.get(str(dtype), "D"),
+                alpha=0.7,
+            )
+        )
+    handles += _tolerance_lines(ax, ok, vertical=True)
+    _style(ax)
+    ax.set_yticks(range(len(labels)), names)
+    ax.set_ylim(-0.6, len(labels) - 0.4)
+    ax.invert_yaxis()
+    zero = f"; 0 drawn at {ZERO_ERR:g}" if (ok["err_eps"] <= 0).any() else ""
+    _log_axis(ax, "x", f"err_eps (rel_err / machine eps){zero}")
+    _legend(fig, handles, ncols=2)
+    return _finish(fig)
 
 
 def _offsets() -> list[tuple[int, int]]:
     """Label offsets (points) tried in turn: beside the point first, then further above and
     below (with a leader line), right before left."""
-    near = [(5, 3), (5, -9), (-5, 3), (-5, -9)]
-    far = [(dx, sign * dy) for dy in range(16, 90, 12) for sign in (1, -1) for dx in (8, -8)]
+    near = [(6, 4), (6, -10), (-6, 4), (-6, -10)]
+    far = [(dx, sign * dy) for dy in range(18, 100, 13) for sign in (1, -1) for dx in (9, -9)]
     return near + far
 
 
@@ -174,7 +411,7 @@ def _annotate(ax, label: str, xy: tuple[float, float], offset: tuple[int, int]) 
         xy,
         xytext=offset,
         textcoords="offset points",
-        fontsize=7,
+        fontsize=SMALL,
         ha="left" if dx > 0 else "right",
         va="center",
         arrowprops={"arrowstyle": "-", "lw": 0.5, "color": "0.5"} if abs(dy) > 12 else None,
@@ -205,39 +442,64 @@ def name_points(ax, xs, ys, labels, renderer) -> None:
         placed.append(box)
 
 
-def speed_vs_accuracy(problems: list[tuple[str, pd.DataFrame]]) -> Figure | None:
-    """Each ok job as a point named by its strategy: time against error, coloured by kind,
-    shaped by dtype; one panel per problem (their times are not comparable)."""
+POINT_NAME_WIDTH = 30  # characters a line of a point's name
+
+
+def speed_vs_accuracy(
+    problems: list[tuple[str, pd.DataFrame]], picks: dict[str, str] | None = None
+) -> Figure | None:
+    """Each ok job as a point named by its strategy: time against error (both log axes),
+    coloured by kind, shaped by dtype, with the tolerances as lines and the recommended
+    strategy (``picks``: problem title -> label) starred; one full-width panel per problem
+    (their times are not comparable, and names need the room)."""
+    picks = picks or {}
     panels = [(t, _timed_ok(r)) for t, r in problems]
     panels = [(t, r) for t, r in panels if len(r)]
     if not panels:
         return None
-    ncols = 1 if len(panels) == 1 else 2
-    nrows = math.ceil(len(panels) / ncols)
     fig, axes = plt.subplots(
-        nrows, ncols, figsize=(8 * ncols, 6 * nrows), squeeze=False, layout="constrained"
+        len(panels),
+        1,
+        figsize=(MAX_WIDTH_IN, 4.8 * len(panels) + 0.6),
+        squeeze=False,
+        layout="constrained",
     )
-    for ax, (title, ok) in zip(axes.flat, panels, strict=False):
+    handles = []
+    for ax, (title, ok) in zip(axes[:, 0], panels, strict=True):
         for (kind, dtype), group in ok.groupby(["strategy_kind", "dtype"]):
-            ax.scatter(
-                group["time_median_s"],
-                group["err_eps"].clip(lower=ZERO_ERR),
-                label=f"{kind}, {dtype}",
-                color=KIND_COLORS.get(str(kind)),
-                marker=DTYPE_MARKERS.get(str(dtype), "D"),
-                alpha=0.7,
+            handles.append(
+                ax.scatter(
+                    group["time_median_s"] * 1e3,
+                    group["err_eps"].clip(lower=ZERO_ERR),
+                    label=f"{kind}, {dtype}",
+                    color=KIND_COLORS.get(str(kind)),
+                    marker=DTYPE_MARKERS.get(str(dtype), "D"),
+                    alpha=0.8,
+                    zorder=2,
+                )
             )
+        pick = ok[ok["label"] == picks.get(title)]
+        if len(pick):
+            errors = pick["err_eps"].clip(lower=ZERO_ERR)
+            ax.scatter(pick["time_median_s"] * 1e3, errors, label="_pick", **PICK_STYLE)
+            handles.append(_pick_entry())
+        handles += _tolerance_lines(ax, ok)
         ax.margins(0.25)  # room for the names at the edges
-        ax.set_title(textwrap.fill(title, 70), fontsize=9)
-        _loglog(fig, ax, "median seconds per Jacobian", "err_eps", title="kind, dtype", fontsize=8)
-    for ax in axes.flat[len(panels) :]:
-        ax.remove()  # an empty cell of the grid
-    fig.draw_without_rendering()  # settle the layout and limits where the names will be
+        _style(ax)
+        ax.set_title(textwrap.fill(title, 100), fontsize=FONT)
+        _log_axis(ax, "x", "median time per Jacobian [ms]")
+        zero = f"; 0 drawn at {ZERO_ERR:g}" if (ok["err_eps"] <= 0).any() else ""
+        _log_axis(ax, "y", f"err_eps{zero}")
+    _legend(fig, handles)
+    _finish(fig)  # the layout and limits final where the names will be
     renderer = fig.canvas.get_renderer()
-    for ax, (_, ok) in zip(axes.flat, panels, strict=False):
+    for ax, (title, ok) in zip(axes[:, 0], panels, strict=True):
+        names = [
+            _wrap(label + (" (pick)" if label == picks.get(title) else ""), POINT_NAME_WIDTH)
+            for label in ok["label"]
+        ]
         errors = ok["err_eps"].clip(lower=ZERO_ERR)
-        name_points(ax, ok["time_median_s"], errors, ok["label"], renderer)
-    fig.set_layout_engine("none")  # laid out above, names inside the axes: saving redoes none
+        name_points(ax, ok["time_median_s"] * 1e3, errors, names, renderer)
     return fig
 
 
@@ -255,8 +517,17 @@ def _eps(options: str) -> float | None:
     return float(value) if value is not None else None
 
 
+def _curves_figure(xlabel: str, ylabel: str) -> tuple[Figure, object]:
+    fig, ax = plt.subplots(figsize=(8, 5.5), layout="constrained")
+    _style(ax)
+    _log_axis(ax, "x", xlabel)
+    _log_axis(ax, "y", ylabel)
+    return fig, ax
+
+
 def fd_error_vs_eps(rows: pd.DataFrame) -> Figure | None:
-    """The V-shaped curve: rel_err against the step, where an eps sweep is present."""
+    """The V-shaped curve: rel_err against the step, where an eps sweep is present, with
+    each dtype's tolerance (relative, as rel_err is)."""
     ok = rows[rows["status"] == Status.OK].assign(
         eps=[_eps(o) for o in rows.loc[rows["status"] == Status.OK, "strategy_options"]]
     )
@@ -266,11 +537,26 @@ def fd_error_vs_eps(rows: pd.DataFrame) -> Figure | None:
     ]
     if not curves:
         return None
-    fig, ax = plt.subplots(figsize=(7, 5))
+    fig, ax = _curves_figure("eps (relative step)", "rel_err")
     for (model, strategy, dtype), group in curves:
         group = group.sort_values("eps")
         ax.plot(group["eps"], group["rel_err"], marker="o", label=f"{strategy} {dtype} ({model})")
-    return _loglog(fig, ax, "eps (relative step)", "rel_err", fontsize=8)
+    handles = ax.get_legend_handles_labels()[0]
+    for i, (dtype, tol) in enumerate(_relative_tolerances(curves)):
+        style = TOLERANCE_STYLES[i % len(TOLERANCE_STYLES)]
+        ax.axhline(tol, ls=style, lw=1.2, color="0.3", label="_tolerance")
+        handles.append(Line2D([], [], ls=style, color="0.3", label=f"tolerance {dtype}: {tol:.3g}"))
+    ax.legend(handles=handles, fontsize=SMALL)
+    return _finish(fig)
+
+
+def _relative_tolerances(curves) -> list[tuple[str, float]]:
+    found = {}
+    for (_, _, dtype), group in curves:
+        tol = pd.to_numeric(group["tolerance"], errors="coerce").dropna()
+        if len(tol) and tol.min() > 0:
+            found[str(dtype)] = min(found.get(str(dtype), math.inf), float(tol.min()))
+    return sorted(found.items())
 
 
 # Model options that set the shape (N or M): a shape sweep varies them along one curve.
@@ -316,7 +602,7 @@ def _family_text(text: str) -> str:
 
 
 def time_vs_shape(problems: list[tuple[str, pd.DataFrame]]) -> Figure | None:
-    """Best forward-mode and reverse-mode time against N/M, where shapes were swept: one
+    """Best forward-mode and reverse-mode time (ms) against N/M, where shapes were swept: one
     curve per model family and dtype."""
     points = []
     for _, rows in problems:
@@ -332,7 +618,7 @@ def time_vs_shape(problems: list[tuple[str, pd.DataFrame]]) -> Figure | None:
                         "family": family(first["model_options"]),
                         "mode": mode,
                         "ratio": float(first["n_in"]) / float(first["n_out"]),
-                        "time": float(group["time_median_s"].min()),
+                        "time": float(group["time_median_s"].min()) * 1e3,
                     }
                 )
     frame = pd.DataFrame(points)
@@ -342,43 +628,80 @@ def time_vs_shape(problems: list[tuple[str, pd.DataFrame]]) -> Figure | None:
     series = [(n, g) for n, g in frame.groupby("series") if g["ratio"].nunique() >= 3]
     if not series:
         return None
-    fig, ax = plt.subplots(figsize=(7, 5))
+    fig, ax = _curves_figure("N / M (inputs per output)", "best median time [ms]")
     for name, group in series:
         for mode, style in ((Mode.FORWARD, "-o"), (Mode.REVERSE, "--s")):
             line = group[group["mode"] == mode].sort_values("ratio")
             if len(line):
                 ax.plot(line["ratio"], line["time"], style, label=f"{mode} ({name})")
-    return _loglog(fig, ax, "N / M (inputs per output)", "best median seconds", fontsize=8)
+    ax.legend(fontsize=SMALL)
+    return _finish(fig)
+
+
+def _spied(rows: pd.DataFrame) -> pd.DataFrame:
+    """One stored Jacobian per model whose pattern is sparse: at most ``SPY_MAX_DENSITY``
+    nonzero, and coloured in fewer passes than the cheaper dense mode needs."""
+    frames = [latest_ok(group) for _, group in by_problem(rows)]  # labels are per problem
+    if not frames:
+        return rows.iloc[:0]
+    ok = pd.concat(frames)
+    has_jacobian = ok["jacobian"].map(lambda j: isinstance(j, (list, np.ndarray)) and len(j) > 0)
+    density = pd.to_numeric(ok["pattern_density"], errors="coerce")
+    colours = pd.to_numeric(ok["n_colors"], errors="coerce")
+    dense_passes = np.minimum(ok["n_in"].astype(float), ok["n_out"].astype(float))
+    sparse = (density <= SPY_MAX_DENSITY) & (colours < dense_passes)
+    return ok[has_jacobian & sparse.fillna(False)].sort_values("n_colors").drop_duplicates("model")
+
+
+SPY_PANEL_IN = 3.6  # inches a panel: three to a row fill the page
 
 
 def sparsity_pattern(rows: pd.DataFrame) -> Figure | None:
-    """Spy plot of one stored Jacobian per model where a sparse strategy ran, titled with
-    its colour count and density (only Jacobians small enough to be stored)."""
-    ok = latest_ok(rows)
-    has_jacobian = ok["jacobian"].map(lambda j: isinstance(j, (list, np.ndarray)) and len(j) > 0)
-    stored = ok[ok["n_colors"].notna() & has_jacobian]
-    if stored.empty:
+    """Spy plot of one stored Jacobian per model where a sparse strategy ran on a sparse
+    pattern (a dense one is a black rectangle), titled with its colour count and density."""
+    first = _spied(rows)
+    if first.empty:
         return None
-    first = stored.sort_values("n_colors").drop_duplicates("model")
-    fig, axes = plt.subplots(1, len(first), figsize=(4 * len(first), 4.4), squeeze=False)
-    for ax, (_, r) in zip(axes[0], first.iterrows(), strict=True):
+    ncols = min(3, len(first))
+    nrows = math.ceil(len(first) / ncols)
+    fig, axes = plt.subplots(
+        nrows,
+        ncols,
+        figsize=(SPY_PANEL_IN * ncols + 0.4, (SPY_PANEL_IN + 0.6) * nrows),
+        squeeze=False,
+        layout="constrained",
+    )
+    for ax, (_, r) in zip(axes.flat, first.iterrows(), strict=False):
         jac = np.asarray(r["jacobian"], dtype=float).reshape(-1, int(r["n_out"]), int(r["n_in"]))
-        ax.spy(jac[0])  # an image of the nonzeros
+        ax.spy(jac[0], aspect="auto")  # an image of the nonzeros
+        _style(ax)
+        for axis in (ax.xaxis, ax.yaxis):
+            axis.set_major_locator(MaxNLocator(nbins=4, integer=True))
+        ax.set_xlabel("input (N)", fontsize=FONT)
+        ax.set_ylabel("output (M)", fontsize=FONT)
+        title = f"{r['model']}: {int(r['n_colors'])} colours ({r['strategy']})"
         ax.set_title(
-            f"{r['model']}: {int(r['n_colors'])} colours ({r['strategy']})\n"
-            f"density {float(r['pattern_density']):.2%}, {jac.shape[1]} x {jac.shape[2]}",
-            fontsize=9,
+            f"{textwrap.fill(title, 36)}\n"
+            f"density {float(r['pattern_density']):.0%}, {jac.shape[1]} x {jac.shape[2]}",
+            fontsize=FONT,
         )
-    fig.tight_layout()
-    return fig
+    for ax in axes.flat[len(first) :]:
+        ax.remove()  # an empty cell of the grid
+    return _finish(fig)
+
+
+def _pick(rec) -> str:
+    """The recommended strategy, where the report names one (not where it says "no settled
+    winner": a star there would contradict the text)."""
+    return "" if rec.best is None or rec.unsettled else rec.best
 
 
 def all_plots(rows: pd.DataFrame, problems: list[tuple[str, pd.DataFrame]]) -> dict[str, Figure]:
-    picks = {title: recommend(title, group).best or "" for title, group in problems}
+    picks = {title: _pick(recommend(title, group)) for title, group in problems}
     figures = {
         "time_per_strategy": time_per_strategy(problems, picks),
         "accuracy_per_strategy": accuracy_per_strategy(rows),
-        "speed_vs_accuracy": speed_vs_accuracy(problems),
+        "speed_vs_accuracy": speed_vs_accuracy(problems, picks),
         "fd_error_vs_eps": fd_error_vs_eps(rows),
         "time_vs_shape": time_vs_shape(problems),
         "sparsity_pattern": sparsity_pattern(rows),

@@ -23,10 +23,12 @@ def html_table(header: list[str], lines: list[list[str]]) -> str:
     return f"<table><thead><tr>{head}</tr></thead><tbody>{body}</tbody></table>"
 
 
+PAGE_PX = 1100  # the page's width: no figure is shown wider (plots.MAX_WIDTH_IN)
 STYLE = (
-    "body{font-family:sans-serif;max-width:1100px;margin:2em auto}"
+    f"body{{font-family:sans-serif;max-width:{PAGE_PX}px;margin:2em auto}}"
     "table{border-collapse:collapse;margin:1em 0}td,th{border:1px solid #ccc;"
-    "padding:3px 8px;font-size:13px}th{background:#eee}img{max-width:100%}"
+    "padding:3px 8px;font-size:13px}th{background:#eee}"
+    "figure{margin:1em 0}img{max-width:100%;height:auto}"
 )
 
 
@@ -61,11 +63,14 @@ class Document:
         self.md += [markdown_table(header, lines), ""]
         self.html.append(html_table(header, lines))
 
-    def image(self, path: Path, caption: str) -> None:
-        self.md += [f"![{caption}]({path.name})", ""]
+    def image(self, path: Path, caption: str, width: int) -> None:
+        """A PNG shown ``width`` CSS px wide: the size its labels were chosen for (a
+        browser would otherwise show it at its pixel width, or squeeze it to the page)."""
+        alt = html.escape(caption, quote=True)
+        self.md += [f'<img src="{path.name}" width="{width}" alt="{alt}">', "", f"*{caption}*", ""]
         data = base64.b64encode(path.read_bytes()).decode()
         self.html.append(
-            f"<figure><img alt='{html.escape(caption)}' "
+            f"<figure><img alt='{alt}' width='{width}' "
             f"src='data:image/png;base64,{data}'><figcaption>"
             f"{html.escape(caption)}</figcaption></figure>"
         )

@@ -59,17 +59,17 @@ class Interval:
 
     def text(self) -> str:
         """``1.14 ms [1.10-1.20]``: the median and its interval, in one unit."""
-        unit, scale = _unit(self.median)
-        median, low, high = (_digits(v * scale) for v in (self.median, self.low, self.high))
+        unit, scale = time_unit(self.median)
+        median, low, high = (digits(v * scale) for v in (self.median, self.low, self.high))
         return f"{median} {unit} [{low}-{high}]"
 
 
-def _digits(value: float) -> str:
+def digits(value: float) -> str:
     """Three significant digits, never in exponent form (1040, not 1.04e+03)."""
     return f"{value:.0f}" if abs(value) >= 100 else f"{value:.3g}"
 
 
-def _unit(seconds: float) -> tuple[str, float]:
+def time_unit(seconds: float) -> tuple[str, float]:
     for unit, scale in (("s", 1.0), ("ms", 1e3), ("us", 1e6)):
         if abs(seconds) * scale >= 1:
             return unit, scale
