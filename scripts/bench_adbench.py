@@ -2,7 +2,7 @@
 tracking c = 100 to 3200 (simple and complicated), float64, 1 thread, one process.
 
 Per problem it prepares the best dense strategies (jacfwd, and jacfwd_compiled with
---compile; none on BA, whose dense Jacobian would take tens of GB), the sparse ones
+--compile; where the dense Jacobian takes at most --dense-max-gb: not on BA), the sparse ones
 (sparse_jacfwd, eager and with --compile compiled) and ``auto`` (its defaults), all returning
 what auto returns (the dense matrix, or CSR where it would not fit: BA, HT complicated c=3200),
 then prints for each: setup + first call, the median per call with its 95% interval, timed
@@ -71,15 +71,16 @@ def problems(selected: set[str] | None) -> dict[str, dict]:
     return {k: v for k, v in out.items() if not selected or k in selected}
 
 
-def contenders(problem: Problem, compile: bool) -> dict[str, tuple[str, dict]]:
-    """label -> (strategy, options). Every one returns what ``auto`` returns: the dense
-    matrix, or CSR where a dense one would not fit (then no dense strategy runs)."""
+def contenders(problem: Problem, compile: bool, dense_max_gb: float) -> dict[str, tuple[str, dict]]:
+    """label -> (strategy, options). Sparse ones return what ``auto`` returns (the dense
+    matrix, or CSR where a dense reference would not fit); dense ones run where the dense
+    float64 Jacobian takes at most ``dense_max_gb`` (not on BA: tens of GB)."""
     out: dict[str, tuple[str, dict]] = {}
-    csr = too_large(problem)
-    if not csr:
+    if problem.n_out * problem.n_in * 8 <= dense_max_gb * 2**30:
         out["jacfwd"] = ("jacfwd", {})
         if compile:
             out["jacfwd_compiled"] = ("jacfwd_compiled", {})
+    csr = too_large(problem)
     sparse = {"output": "csr"} if csr else {}
     out["sparse_jacfwd" + ("[csr]" if csr else "")] = ("sparse_jacfwd", sparse)
     if compile:
@@ -114,7 +115,7 @@ def run_problem(name: str, cfg: dict, args: argparse.Namespace) -> dict[str, dic
     sample = sampled_reference(problem)
     registry, x, rows = load_registry(), problem.x, {}
     tol = tolerance(torch.float64, Kind.EXACT) / torch.finfo(torch.float64).eps
-    for label, (strategy, options) in contenders(problem, args.compile).items():
+    for label, (strategy, options) in contenders(problem, args.compile, args.dense_max_gb).items():
         start = time.perf_counter()
         prep = registry.prepare(strategy, problem, **options)
         answer = prep(x)
@@ -217,6 +218,7 @@ def main() -> None:
     parser.add_argument("--problems", default="", help="comma-separated, e.g. ba1,ht-simple-3200")
     parser.add_argument("--rounds", type=int, default=6)
     parser.add_argument("--alone-s", type=float, default=1.0)
+    parser.add_argument("--dense-max-gb", type=float, default=1.0, help="dense strategies up to")
     parser.add_argument("--compile", action="store_true", help="add the compiled strategies")
     args = parser.parse_args()
     torch.set_num_threads(1)

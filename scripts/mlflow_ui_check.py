@@ -1,13 +1,19 @@
 """What a reviewer sees first in the MLflow UI, checked in a real browser, with screenshots.
 
-    python scripts/mlflow_ui_check.py [--db mlflow.db] [--out ui-screenshots]
+    python scripts/mlflow_ui_check.py [--db mlflow.db] [--out ui-screenshots] [--printed log]
 
 Starts ``mlflow server`` on 127.0.0.1 over the given sqlite database (the one a sweep wrote),
-opens it in headless Chromium (Debian's ``chromium`` package, driven by Playwright from pip
-with ``executable_path``; no browser is downloaded) and checks that
-- the newest sweep's parent run shows its recommendation on its Overview,
-- the runs table, in jacbench's saved view, lists the readable columns and the problems,
-- the report renders in the artifact viewer.
+opens it in headless Chromium at 1440x900 (Debian's ``chromium`` package, driven by
+Playwright from pip with ``executable_path``; no browser is downloaded) and checks, on the
+newest sweep, what a reviewer with 30 seconds looks at:
+- the results table, opened from the link the sweep printed (``--printed``: its output;
+  default: the link jacbench prints): the model-training runs table (not the GenAI page) in
+  jacbench's view, the answer's columns (recommended strategy, problem, time, err_eps,
+  verdict) on the first screen, uncut;
+- the parent run's Overview: no horizontal overflow, the recommendation on the first screen;
+- the parent's images (the report's time figure among the run's images);
+- the charts' view: its charts present over the jobs;
+- the report rendered in the artifact viewer.
 It saves a screenshot of each page and prints what it found; exit 1 if a check failed.
 """
 
@@ -16,6 +22,7 @@ from __future__ import annotations
 import argparse
 import contextlib
 import os
+import re
 import socket
 import subprocess
 import sys
@@ -26,14 +33,30 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from jacbench.record.mlflow_run import view_url
+from jacbench.record.mlflow_view import CHARTS_KEY
 
 CHROMIUM = "/usr/bin/chromium"
+VIEWPORT = {"width": 1440, "height": 900}
 EXPANDER = "runnamecellrenderer.tsx_46"  # the +/- before a parent run's name
-# What the runs table must show (column headers and cell text) in jacbench's saved view.
-TABLE_TEXTS = ["time_median_ms", "err_eps", "log10_rel_err", "strategy", "Dataset"]
+# The runs table's headers that must be on the first screen, whole, in jacbench's view.
+FIRST_SCREEN = ["recommended_strategy", "Dataset", "dtype", "time_median_ms", "err_eps"]
+FIRST_SCREEN += ["within_tol"]
+# The charts' view: its cards' titles (MLflow titles bar charts by their metric).
+CHART_TITLES = ["time_median_ms", "log10_rel_err vs. time_median_ms", "time_per_strategy"]
 # The runs table itself (ag-grid): read apart from the experiment's description above it,
 # which names the same columns and is drawn before the table has loaded.
 GRID = ".ag-root-wrapper"
+# A header's text box, and whether its column's cell shows it whole (MLflow cuts it with
+# "overflow: hidden" on the header cell, not on the text).
+HEADER_BOX = """header => {
+  const span = [...document.querySelectorAll('.ag-header-cell *')]
+    .find(e => e.children.length === 0 && e.textContent.trim() === header);
+  if (!span) return null;
+  const r = span.getBoundingClientRect(), cell = span.closest('.ag-header-cell');
+  const c = cell.getBoundingClientRect();
+  return {x: r.x, y: r.y, width: r.width, height: r.height, whole: r.right <= c.right - 2};
+}"""
+LINK = re.compile(r"(results table|charts|this run):\s+(http\S+)")
 
 
 def free_port() -> int:
@@ -118,46 +141,139 @@ def newest_sweep(db: Path) -> tuple[str, str, str]:
     return experiment.experiment_id, parent.info.run_id, tag
 
 
-def check_ui(url: str, db: Path, out: Path, chromium: str = CHROMIUM) -> Findings:
-    """Open the pages a reviewer opens first, check their text, save screenshots."""
+def printed_links(output: str, url: str) -> dict[str, str]:
+    """The links a sweep printed ("results table", "charts", "this run"), on this server."""
+    links = {name: link for name, link in LINK.findall(output)}
+    return {name: re.sub(r"^http://[^/]+", url, link) for name, link in links.items()}
+
+
+def check_ui(
+    url: str, db: Path, out: Path, chromium: str = CHROMIUM, printed: str = ""
+) -> Findings:
+    """Open the pages a reviewer opens first, check them, save screenshots."""
     from playwright.sync_api import sync_playwright
 
     experiment_id, run_id, recommended = newest_sweep(db)
     found = Findings(recommendation=recommended)
     out.mkdir(parents=True, exist_ok=True)
-    run_page = view_url(url, experiment_id, run_id)
+    links = printed_links(printed, url) if printed else {}
+    run_page = links.get("this run") or view_url(url, experiment_id, run_id)
+    found.expect(f"/runs/{run_id}?" in run_page, "the printed run link is not the sweep's")
     pages = {
-        "runs_table": view_url(url, experiment_id),
+        "runs_table": links.get("results table") or view_url(url, experiment_id),
         "parent_overview": run_page,
+        "parent_images": run_page.replace("?", "/model-metrics?"),
+        "charts": links.get("charts") or view_url(url, experiment_id, view=CHARTS_KEY),
         "report": run_page.replace("?", "/artifacts/report/report.html?"),
     }
     with sync_playwright() as p:
         browser = p.chromium.launch(
             executable_path=chromium, args=["--no-sandbox", "--disable-gpu"]
         )
-        page = browser.new_page(viewport={"width": 1600, "height": 1000})
+        page = browser.new_page(viewport=VIEWPORT)
         for name, address in pages.items():
             page.goto(address)
-            text = _settled_text(page, name)
-            _close_assistant(page)
-            if name == "runs_table":
-                _expand_sweep(page)
-                text = _table_text(page)
+            CHECKS[name](page, found, recommended)
             shot = out / f"{name}.png"
             page.screenshot(path=str(shot))
             found.screenshots.append(shot)
-            if name == "runs_table":
-                for wanted in TABLE_TEXTS:
-                    found.expect(wanted in text, f"runs table: no {wanted!r}")
-            elif name == "parent_overview":
-                found.expect("Recommended" in text, "parent Overview: no 'Recommended'")
-                best = recommended.split(", ")[0]
-                found.expect(bool(best) and best in text, f"parent Overview: no {best!r}")
-            else:
-                frame_text = "".join(f.inner_text("body") for f in page.frames[1:] if f.url)
-                found.expect("Recommendation" in frame_text, "report.html: not rendered")
         browser.close()
     return found
+
+
+def _runs_table(page, found: Findings, recommended: str) -> None:
+    text = _table_text(page)
+    _close_assistant(page)
+    found.expect(
+        "/runs?" in page.url and "workflowType=machine_learning" in page.url,
+        f"results table: opened {page.url}, not the model-training runs table",
+    )
+    found.expect("Traces 0" not in page.inner_text("body"), "results table: the GenAI page")
+    for header in FIRST_SCREEN:
+        box = page.evaluate(HEADER_BOX, header)
+        found.expect(
+            box is not None and _on_screen(box),
+            f"results table: {header!r} not on the first screen",
+        )
+        found.expect(box is not None and box["whole"], f"results table: {header!r} is cut")
+    best = recommended.split(", ")[0]
+    found.expect(bool(best) and best in text, f"results table: no {best!r}")
+
+
+def _parent_overview(page, found: Findings, recommended: str) -> None:
+    _wait_for(page, "Recommended")
+    _close_assistant(page)
+    wide = page.evaluate(
+        "[document.documentElement.scrollWidth, document.documentElement.clientWidth]"
+    )
+    found.expect(wide[0] <= wide[1], f"parent Overview: {wide[0]} px wide in {wide[1]}")
+    head = page.get_by_text("Recommended:").first
+    box = head.bounding_box() if head.count() else None
+    found.expect(
+        box is not None and _on_screen(box),
+        "parent Overview: no recommendation on the first screen",
+    )
+    best = recommended.split(", ")[0]
+    found.expect(bool(best) and best in page.inner_text("body"), f"parent Overview: no {best!r}")
+
+
+def _parent_images(page, found: Findings, recommended: str) -> None:
+    """The image card of the report's time figure, scrolled to (MLflow loads images lazily)."""
+    _wait_for(page, "time_per_strategy")
+    _close_assistant(page)
+    image = page.locator("img[src*='time_per_strategy']")
+    deadline = time.monotonic() + 20
+    while not image.count() and time.monotonic() < deadline:
+        card = page.get_by_text("time_per_strategy", exact=True)
+        if card.count():
+            card.first.scroll_into_view_if_needed()
+        page.mouse.move(VIEWPORT["width"] / 2, VIEWPORT["height"] / 2)  # over the charts
+        page.mouse.wheel(0, 500)
+        page.wait_for_timeout(1000)
+    found.expect(image.count() > 0, "parent images: no time_per_strategy image")
+    if image.count():
+        image.first.scroll_into_view_if_needed()
+
+
+def _charts(page, found: Findings, recommended: str) -> None:
+    _wait_for(page, CHART_TITLES[0])
+    _close_assistant(page)
+    page.wait_for_timeout(2000)
+    text = page.inner_text("body")
+    for title in CHART_TITLES:
+        found.expect(title in text, f"charts: no chart {title!r}")
+    found.expect("matching runs" in text, "charts: no runs listed")
+
+
+def _report(page, found: Findings, recommended: str) -> None:
+    page.wait_for_timeout(4000)  # the artifact iframe
+    _close_assistant(page)
+    frame_text = "".join(f.inner_text("body") for f in page.frames[1:] if f.url)
+    found.expect("Recommendation" in frame_text, "report.html: not rendered")
+
+
+CHECKS = {
+    "runs_table": _runs_table,
+    "parent_overview": _parent_overview,
+    "parent_images": _parent_images,
+    "charts": _charts,
+    "report": _report,
+}
+
+
+def _on_screen(box: dict) -> bool:
+    return (
+        box["x"] >= 0
+        and box["x"] + box["width"] <= VIEWPORT["width"]
+        and (box["y"] + box["height"] <= VIEWPORT["height"])
+    )
+
+
+def _wait_for(page, marker: str, timeout: float = 30) -> None:
+    """Until MLflow's single-page app has drawn ``marker`` (or ``timeout`` seconds)."""
+    deadline = time.monotonic() + timeout
+    while marker not in page.inner_text("body") and time.monotonic() < deadline:
+        page.wait_for_timeout(500)
 
 
 def _close_assistant(page) -> None:
@@ -170,37 +286,14 @@ def _close_assistant(page) -> None:
             return
 
 
-def _expand_sweep(page) -> None:
-    """Show the newest sweep's job runs (MLflow nests them under the parent run)."""
-    expand = page.locator(f"[data-component-id$='{EXPANDER}']").first
-    if expand.count():
-        expand.click()
-        page.wait_for_timeout(1500)
-
-
 def _table_text(page, timeout: float = 30) -> str:
-    """The runs table's text once it shows every wanted column (it loads after the page)."""
+    """The runs table's text once it shows its columns (it loads after the page)."""
     deadline = time.monotonic() + timeout
     while True:
         grid = page.locator(GRID)
         text = grid.first.inner_text() if grid.count() else ""
-        if all(wanted in text for wanted in TABLE_TEXTS) or time.monotonic() > deadline:
+        if all(h in text for h in FIRST_SCREEN) or time.monotonic() > deadline:
             return text
-        page.wait_for_timeout(500)
-
-
-def _settled_text(page, name: str, timeout: float = 30) -> str:
-    """The page's text once MLflow's single-page app has drawn what it is waiting for."""
-    if name == "runs_table":
-        return _table_text(page, timeout)
-    marker = {"parent_overview": "Recommended"}.get(name)
-    deadline = time.monotonic() + timeout
-    while True:
-        text = page.inner_text("body")
-        if marker is None or marker in text or time.monotonic() > deadline:
-            if marker is None:
-                page.wait_for_timeout(3000)  # the artifact iframe
-            return page.inner_text("body")
         page.wait_for_timeout(500)
 
 
@@ -209,12 +302,14 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--db", type=Path, default=Path("mlflow.db"), help="sqlite database")
     parser.add_argument("--out", type=Path, default=Path("ui-screenshots"), help="PNG folder")
     parser.add_argument("--chromium", default=CHROMIUM, help="the Chromium executable")
+    parser.add_argument("--printed", type=Path, help="the sweep's output: check its links")
     args = parser.parse_args(argv)
     if not args.db.is_file():
         parser.error(f"{args.db} does not exist: run a sweep first (python -m jacbench -m ...)")
     args.out.mkdir(parents=True, exist_ok=True)
     with mlflow_server(args.db, args.out / "server.log") as url:
-        found = check_ui(url, args.db, args.out, args.chromium)
+        printed = args.printed.read_text() if args.printed else ""
+        found = check_ui(url, args.db, args.out, args.chromium, printed)
     for shot in found.screenshots:
         print(f"screenshot: {shot}")
     for problem in found.problems:

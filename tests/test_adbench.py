@@ -62,7 +62,8 @@ def test_the_sampled_reference_agrees_with_the_dense_one_where_both_fit():
 def test_a_job_too_large_for_a_dense_reference_is_judged_on_a_sample(monkeypatch, strategy):
     monkeypatch.setattr(memory_budget, "DENSE_REFERENCE_MAX", 1000)  # the small BA: 120 x 116
     overrides = [f"{k}={v}" for k, v in SMALL.items() if k != "_target_"]
-    options = ["strategy.output=csr"] if strategy != "auto" else []
+    # auto: eager here (its compiled candidate: test below; compiling belongs in own processes)
+    options = ["strategy.output=csr"] if strategy != "auto" else ["strategy.compile=false"]
     cfg = compose_job(
         "model=ba",
         *[f"model.{o}" for o in overrides],
@@ -79,3 +80,15 @@ def test_a_job_too_large_for_a_dense_reference_is_judged_on_a_sample(monkeypatch
     assert result.n_colors == result.colors_lower_bound == 15
     if strategy == "auto":
         assert result.chosen_strategy == "sparse_jacfwd"  # the rows would need 48 colours
+
+
+def test_auto_weighs_the_compiled_sparse_side_where_the_jacobian_is_too_large(monkeypatch):
+    from jacbench.strategies.auto import candidates
+
+    monkeypatch.setattr(memory_budget, "DENSE_REFERENCE_MAX", 1000)
+    problem = build_problem(SMALL, torch.float64, CPU, 0)
+    assert candidates(problem, compile=True) == [
+        ("sparse_jacfwd", {"output": "csr"}),
+        ("sparse_jacfwd", {"output": "csr", "compile": True}),
+    ]
+    assert candidates(problem, compile=False) == [("sparse_jacfwd", {"output": "csr"})]

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import math
+import os
 import shutil
 from datetime import datetime, timedelta, timezone
 from pathlib import Path
@@ -212,24 +213,31 @@ def test_sweep_parent_run_answers_through_the_mlflow_api(cli):
         assert "mlflow.loggedImages" in client.get_run(run.info.run_id).data.tags
 
 
+SWEEPS = {  # what the review test runs: a plain 16-job sweep and the seed004 preset
+    "sweep16": ["strategy=jacrev,jacfwd,functional,fd_central", "model=mlp,cnn"],
+    "seed004": ["+experiment=seed004"],
+}
+
+
 @pytest.mark.slow
-def test_the_real_ui_shows_the_answer_first(cli, tmp_path: Path):
-    """Starts mlflow server on 127.0.0.1 and reads it in headless Chromium."""
+@pytest.mark.parametrize("sweep", SWEEPS)
+def test_a_reviewer_gets_the_answer_from_the_links_jacbench_prints(cli, tmp_path: Path, sweep):
+    """Starts mlflow server on 127.0.0.1 and reads it in headless Chromium at 1440x900, from
+    the links the sweep printed; the screenshots go to $JACBENCH_UI_SCREENSHOTS if set."""
     pytest.importorskip("playwright.sync_api", reason="pip install playwright")
     script = load_script("mlflow_ui_check")
     if not Path(script.CHROMIUM).exists() and not shutil.which("chromium"):
         pytest.skip("no chromium (apt-get install -y --no-install-recommends chromium)")
-    proc = cli("-m", "strategy=jacrev,jacfwd,functional", "dtype=float32,float64", *QUICK)
+    dtypes = ["dtype=float32,float64"] if sweep == "sweep16" else []
+    proc = cli("-m", *SWEEPS[sweep], *dtypes, *QUICK, timeout=900)
     assert proc.returncode == 0, proc.stderr
-    db, out = cli.folder / "mlflow.db", tmp_path / "screenshots"
+    db = cli.folder / "mlflow.db"
+    out = Path(os.environ.get("JACBENCH_UI_SCREENSHOTS", tmp_path)) / sweep
     with script.mlflow_server(db, tmp_path / "server.log") as url:
-        found = script.check_ui(url, db, out)
+        found = script.check_ui(url, db, out, printed=proc.stdout)
     assert found.problems == []
-    assert {p.name for p in found.screenshots} == {
-        "runs_table.png",
-        "parent_overview.png",
-        "report.png",
-    }
+    names = {"runs_table", "parent_overview", "parent_images", "charts", "report"}
+    assert {p.stem for p in found.screenshots} == names
     assert all(p.stat().st_size > 10_000 for p in found.screenshots)
 
 

@@ -44,9 +44,9 @@ RUN_NAME = "attributes.`Run Name`"
 # Wide enough for each header with its unit ("time_median_ms") and the values below it, and
 # narrow enough that the answer's columns (to within_tol) fit a 1440 px wide screen.
 WIDTHS = {
-    RUN_NAME: 200,
+    RUN_NAME: 190,
     "attributes.`Dataset`": 170,
-    "tags.`recommended_strategy`": 160,
+    "tags.`recommended_strategy`": 185,
     "params.`dtype`": 80,
     "metrics.`err_eps`": 90,
     "metrics.`within_tol`": 100,

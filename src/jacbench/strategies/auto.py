@@ -112,7 +112,9 @@ def too_large(problem: Problem) -> bool:
 def candidates(problem: Problem, compile: bool) -> list[tuple[str, dict]]:
     """(strategy, options) to calibrate: the eager ones (sparse too where a pattern is
     declared), at most one compilation, of the strategy the rule picks, and the loops; for a
-    Jacobian too large to hold dense, the eager sparse ones alone, returning CSR."""
+    Jacobian too large to hold dense, the sparse side by its colours alone, eager and (with
+    ``compile``) compiled, returning CSR: on bundle adjustment compiled is 2x faster a call
+    (97 against 200 ms on ba1) for 4 s of compilation."""
     if too_large(problem):
         if problem.sparsity is None:
             raise StrategySkip(
@@ -120,7 +122,8 @@ def candidates(problem: Problem, compile: bool) -> list[tuple[str, dict]]:
                 "dense and the model declares no sparsity pattern; use sparse_jacfwd or "
                 "sparse_jacrev with output=csr (they trace one)"
             )
-        return [(sparse_side(problem), {"output": "csr"})]  # one side, by its colours
+        side, csr = sparse_side(problem), {"output": "csr"}
+        return [(side, csr), *([(side, {**csr, "compile": True})] if compile else [])]
     eager = [*EAGER, *(SPARSE if problem.sparsity is not None else ())]
     out: list[tuple[str, dict]] = [(name, {}) for name in eager]
     if compile:
@@ -133,8 +136,8 @@ def candidates(problem: Problem, compile: bool) -> list[tuple[str, dict]]:
 
 def choose(problem: Problem, opts: AutoOptions) -> Prepared:
     """The prepared candidate to use: by the rule alone, or the fastest in calibration."""
-    if too_large(problem):  # one candidate: nothing to calibrate
-        ((name, options),) = candidates(problem, opts.compile)
+    if too_large(problem) and not opts.calibrate:  # the compiled sparse side, if asked for
+        name, options = candidates(problem, opts.compile)[-1]
         return _prepare_named(name, problem, **options)
     if not opts.calibrate:
         preferred = rule(problem, opts.compile)
