@@ -211,6 +211,9 @@ def test_sigterm_and_sighup_stop_like_ctrl_c_and_close_the_sweep(tmp_path, sig, 
         stderr=subprocess.PIPE,
         text=True,
         env=clean_env(),
+        # as from a terminal: under nohup (or a CI runner that ignores SIGHUP) the child
+        # would inherit an ignored SIGHUP, which jacbench rightly leaves ignored
+        preexec_fn=lambda: signal.signal(sig, signal.SIG_DFL),
     )
     deadline = time.monotonic() + 90
     while time.monotonic() < deadline and not any(
