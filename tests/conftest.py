@@ -22,6 +22,9 @@ from jacbench.record.result import Result
 from own_processes import ISOLATED, PRELOAD, OwnProcesses
 
 SCRIPTS = Path(__file__).resolve().parents[1] / "scripts"
+# auto's remembered decisions off (tests/test_decisions.py turns them on in a tmp folder):
+# a decision remembered by one test would skip the calibration another test observes.
+os.environ["JACBENCH_CACHE_DIR"] = ""
 
 QUICK = ["timing=quick"]
 NO_MLFLOW = ["mlflow.enabled=false"]
@@ -268,6 +271,7 @@ def make_result(**changes) -> Result:
         within_tol=True,
         undecided_reason="",
         pattern_source="",
+        decided_by="",
         reference_method="forward_float64",
         reference_uncertainty=1e-16,
         strategy_options="{}",

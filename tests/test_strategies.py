@@ -182,7 +182,7 @@ def test_auto_calibration_keeps_the_fastest_candidate(monkeypatch):
     monkeypatch.setattr(
         auto_module, "_median_seconds", lambda prep, x, s: fake_times[prep.strategy]
     )
-    choice = auto_module.choose(problem, auto_module.AutoOptions(compile=False))
+    choice, _ = auto_module.choose(problem, auto_module.AutoOptions(compile=False))
     assert choice.strategy == "jacrev"
 
 
@@ -195,5 +195,5 @@ def test_auto_keeps_pytorchs_default_where_it_is_fastest(monkeypatch):
     monkeypatch.setattr(
         auto_module, "_median_seconds", lambda prep, x, s: fake_times[prep.strategy]
     )
-    choice = auto_module.choose(problem, auto_module.AutoOptions(compile=False))
+    choice, _ = auto_module.choose(problem, auto_module.AutoOptions(compile=False))
     assert choice.strategy == "functional"

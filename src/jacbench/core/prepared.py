@@ -28,6 +28,7 @@ class PrepInfo:
     pattern_density: float | None = None  # sparse strategies: nonzeros / (M * N)
     colors_lower_bound: int | None = None  # sparse: no colouring has fewer colours than this
     pattern_source: str = ""  # sparse: declared, traced, probed, or dense (and why)
+    decided_by: str = ""  # auto: calibrated, remembered (from an earlier process) or rule
 
 
 @dataclass(frozen=True)

@@ -182,6 +182,7 @@ PARAM_FIELDS = [
     "strategy_kind",
     "strategy_mode",
     "chosen_strategy",
+    "decided_by",
     "n_colors",
     "pattern_density",
     "colors_lower_bound",

@@ -41,6 +41,7 @@ class Result:
     strategy_kind: str = ""  # exact, approximate or negative_control
     strategy_mode: str = ""  # reverse, forward, numeric, analytic or auto
     chosen_strategy: str = ""  # what `auto` picked (empty for other strategies)
+    decided_by: str = ""  # how auto picked it: calibrated, remembered or rule
     wrt: str = ""  # input or params
     n_in: int | None = None  # N: the Jacobian has n_out rows and n_in columns
     n_out: int | None = None  # M

@@ -143,6 +143,7 @@ def _strategy(result: Result) -> str:
         result.strategy
         + (f" ({how})" if how else "")
         + (f": chose {result.chosen_strategy}" if result.chosen_strategy else "")
+        + (f" ({result.decided_by})" if result.decided_by else "")
         + _sparsity(result)
     )
 

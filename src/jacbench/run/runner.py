@@ -129,6 +129,7 @@ class FirstCallRecord:
     pattern_density: float | None
     colors_lower_bound: int | None
     pattern_source: str
+    decided_by: str
 
 
 @dataclass(frozen=True)

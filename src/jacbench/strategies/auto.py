@@ -17,12 +17,13 @@ from __future__ import annotations
 
 import math
 import time
-from dataclasses import dataclass, replace
+from dataclasses import asdict, dataclass, replace
+from enum import Enum
 
 import torch
 from torch.utils import benchmark
 
-from jacbench.core import sparsity
+from jacbench.core import decisions, sparsity
 from jacbench.core.interrupt import check as check_interrupt
 from jacbench.core.interrupt import raise_if_interrupt
 from jacbench.core.memory_budget import sampled
@@ -44,6 +45,7 @@ class AutoOptions:
     compile: bool = True  # consider torch.compile'd candidates
     calibrate: bool = True  # time the candidates and keep the fastest; else the rule alone
     calibration_time: float = 0.05  # seconds of timed calls per candidate
+    cache: bool = True  # remember the decision across processes (jacbench.core.decisions)
 
     def __post_init__(self) -> None:
         if not (math.isfinite(self.calibration_time) and self.calibration_time > 0):
@@ -134,19 +136,51 @@ def candidates(problem: Problem, compile: bool) -> list[tuple[str, dict]]:
     return [(name, options) for name, options in out if not outpaced(name, passes)]
 
 
-def choose(problem: Problem, opts: AutoOptions) -> Prepared:
-    """The prepared candidate to use: by the rule alone, or the fastest in calibration."""
-    if too_large(problem) and not opts.calibrate:  # the compiled sparse side, if asked for
+class Decided(str, Enum):
+    """How auto came to its choice (``PrepInfo.decided_by``)."""
+
+    CALIBRATED = "calibrated"  # candidates prepared and timed
+    REMEMBERED = "remembered"  # an earlier process's calibration, checked on its first call
+    RULE = "rule"  # the shape rule alone (calibrate=False)
+
+
+def choose(problem: Problem, opts: AutoOptions) -> tuple[Prepared, Decided]:
+    """The prepared candidate to use and how it was decided: remembered from an earlier
+    process, by the rule alone, or the fastest in calibration (then remembered)."""
+    if not opts.calibrate:
+        return by_rule(problem, opts), Decided.RULE
+    key = decisions.key(problem, asdict(opts)) if opts.cache else ""
+    remembered = decisions.recall(key) if key else None
+    if remembered is not None:
+        try:
+            prep = _prepare_named(remembered[0], problem, **remembered[1])
+            if decisions.agrees(problem, prep(problem.x)):
+                return prep, Decided.REMEMBERED
+        except Exception as exc:  # gone or broken since: decide again
+            raise_if_interrupt(exc)
+        decisions.forget(key)
+    prep, options = calibrate(problem, opts)
+    if key:
+        decisions.remember(key, prep.strategy, options)
+    return prep, Decided.CALIBRATED
+
+
+def by_rule(problem: Problem, opts: AutoOptions) -> Prepared:
+    """The candidate the rule picks, compiled where ``compile`` (eager where that fails)."""
+    if too_large(problem):  # the compiled sparse side, if asked for
         name, options = candidates(problem, opts.compile)[-1]
         return _prepare_named(name, problem, **options)
-    if not opts.calibrate:
-        preferred = rule(problem, opts.compile)
-        options = {"compile": opts.compile} if preferred in SPARSE else {}
-        try:
-            return _prepare_named(preferred, problem, **options)
-        except StrategySkip:  # compilation unavailable: the same mode, eager
-            return _prepare_named(rule(problem, compile=False), problem)
-    timings: dict[int, tuple[float, Prepared]] = {}
+    preferred = rule(problem, opts.compile)
+    options = {"compile": opts.compile} if preferred in SPARSE else {}
+    try:
+        return _prepare_named(preferred, problem, **options)
+    except StrategySkip:  # compilation unavailable: the same mode, eager
+        return _prepare_named(rule(problem, compile=False), problem)
+
+
+def calibrate(problem: Problem, opts: AutoOptions) -> tuple[Prepared, dict]:
+    """The fastest candidate, timed briefly, and the options it was prepared with."""
+    timings: dict[int, tuple[float, Prepared, dict]] = {}
     # One compilation at most: the compiled form of the mode the shape rule picks (fewer
     # passes). Compiling both modes doubled auto's setup on seed004; whether auto still
     # keeps up with the best exact strategy is what scripts/bench_exact_vs_fd.py checks.
@@ -156,21 +190,23 @@ def choose(problem: Problem, opts: AutoOptions) -> Prepared:
             start = time.perf_counter()
             prep(problem.x)
             first = time.perf_counter() - start
-            best = min((t for t, _ in timings.values()), default=math.inf)
+            best = min((t for t, *_ in timings.values()), default=math.inf)
             if name in LOOPS and first > LOOP_CUTOFF * best:
                 continue
-            timings[k] = (_median_seconds(prep, problem.x, opts.calibration_time), prep)
+            seconds = _median_seconds(prep, problem.x, opts.calibration_time)
+            timings[k] = (seconds, prep, options)
         except Exception as exc:  # a candidate that cannot run here is simply not chosen
             raise_if_interrupt(exc)  # but a Ctrl-C stops the job
             continue
     if not timings:
         raise StrategySkip("auto: none of its candidates can compute this Jacobian")
     best = min(timings, key=lambda k: timings[k][0])
-    return timings[best][1]
+    return timings[best][1], timings[best][2]
 
 
 @strategy(Kind.EXACT, Mode.AUTO, options=AutoOptions, batch=True)
 def auto(problem: Problem, opts: AutoOptions):
     """The fastest exact strategy for this problem, chosen by rule and calibration."""
-    chosen = choose(problem, opts)
-    return Declared(chosen.fn, replace(chosen.info, chosen_strategy=chosen.strategy))
+    chosen, how = choose(problem, opts)
+    info = replace(chosen.info, chosen_strategy=chosen.strategy, decided_by=how.value)
+    return Declared(chosen.fn, info)
