@@ -244,7 +244,7 @@ def interrupted_inside(library: str, monkeypatch: pytest.MonkeyPatch) -> None:
     spec, calls = registry.get("jacfwd"), []
 
     def setup(problem, opts):
-        jac = spec.setup(problem, opts)
+        jac = spec.setup(problem, opts).jac  # jacfwd declares its value-and-Jacobian too
 
         def call(x):
             calls.append(x)

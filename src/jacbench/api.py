@@ -45,13 +45,23 @@ def prepare(
     flat = load_registry().prepare(strategy, problem, **options)
     in_shape = tuple(x.shape)
 
-    def jac(point: torch.Tensor) -> torch.Tensor:
-        out = flat.fn(point.reshape(-1))
+    def shaped(out: torch.Tensor) -> torch.Tensor:
         if not isinstance(out, torch.Tensor) or out.layout != torch.strided:
             return out  # a sparse matrix (output="csr" or "scipy") stays (M, N)
         return out.reshape(*out_shape, *in_shape)
 
-    return replace(flat, fn=jac, shape=in_shape)
+    def jac(point: torch.Tensor) -> torch.Tensor:
+        return shaped(flat.fn(point.reshape(-1)))
+
+    def value(point: torch.Tensor) -> torch.Tensor:
+        return flat.value_fn(point.reshape(-1)).reshape(out_shape)
+
+    def both(point: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        v, j = flat.both_fn(point.reshape(-1))
+        return v.reshape(out_shape), shaped(j)
+
+    one_pass = both if flat.both_fn is not None else None
+    return replace(flat, fn=jac, shape=in_shape, value_fn=value, both_fn=one_pass)
 
 
 def jacobian(

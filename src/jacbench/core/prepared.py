@@ -31,12 +31,17 @@ class PrepInfo:
     decided_by: str = ""  # auto: calibrated, remembered (from an earlier process) or rule
 
 
+ValueAndJacobianFn = Callable[[torch.Tensor], tuple[torch.Tensor, torch.Tensor]]
+
+
 @dataclass(frozen=True)
 class Declared:
-    """What a strategy returns when it has decided something worth recording."""
+    """What a strategy returns when it has decided something worth recording, or can give
+    f(x) with the Jacobian from the same pass (``value_and_jac``)."""
 
     jac: JacobianFn
     info: PrepInfo = field(default_factory=PrepInfo)
+    value_and_jac: ValueAndJacobianFn | None = None
 
 
 def _describe(shape: tuple[int, ...], dtype: torch.dtype, device: torch.device) -> str:
@@ -61,6 +66,8 @@ class Prepared:
     dtype: torch.dtype
     device: torch.device
     info: PrepInfo = field(default_factory=PrepInfo)
+    value_fn: JacobianFn | None = field(default=None, repr=False)  # f at points like x
+    both_fn: ValueAndJacobianFn | None = field(default=None, repr=False)  # one pass
 
     def check(self, x: torch.Tensor) -> None:
         if tuple(x.shape) != self.shape or x.dtype != self.dtype or x.device != self.device:
@@ -84,6 +91,26 @@ class Prepared:
                 stacklevel=2,
             )
         return out
+
+    @property
+    def one_pass(self) -> bool:
+        """Whether ``value_and_jacobian`` gets f(x) from the Jacobian's own pass."""
+        return self.both_fn is not None
+
+    def value_and_jacobian(self, x: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        """``(f(x), J(x))``, as DifferentiationInterface.jl's ``value_and_jacobian``: from
+        one pass where the strategy computes f(x) anyway (forward and reverse mode), else
+        f(x) evaluated beside the Jacobian. A Levenberg-Marquardt step needs both."""
+        if self.both_fn is None:
+            if self.value_fn is None:
+                raise TypeError(f"{self.strategy}: prepared without its function")
+            self.check(x)
+            with torch.no_grad():
+                value = self.value_fn(x)
+            return value, self(x)
+        self.check(x)
+        with torch.no_grad():
+            return self.both_fn(x)
 
 
 class NonFiniteJacobian(RuntimeWarning):

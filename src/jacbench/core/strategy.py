@@ -93,7 +93,9 @@ class StrategySpec:
         with torch.no_grad():  # the setup runs in the grad mode its calls will run in
             built = self.setup(problem, opts)
         declared = built if isinstance(built, Declared) else Declared(built)
-        fn = serialised(declared.jac) if self.mode is Mode.FORWARD else declared.jac
+        forward = self.mode is Mode.FORWARD
+        fn = serialised(declared.jac) if forward else declared.jac
+        both = declared.value_and_jac
         return Prepared(
             fn=fn,
             strategy=self.name,
@@ -101,6 +103,8 @@ class StrategySpec:
             dtype=problem.dtype,
             device=problem.device,
             info=declared.info,
+            value_fn=problem.f if problem.batch == 1 else problem.f_many,
+            both_fn=serialised(both) if forward and both is not None else both,
         )
 
 

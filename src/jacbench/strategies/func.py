@@ -8,7 +8,7 @@ from dataclasses import dataclass
 import torch
 
 from jacbench.core.problem import Problem
-from jacbench.core.strategy import Kind, Mode, strategy
+from jacbench.core.strategy import Declared, Kind, Mode, strategy
 
 
 @dataclass
@@ -41,13 +41,33 @@ def per_point(problem: Problem, jac_fn: Callable) -> Callable:
     return torch.func.vmap(jac_fn) if problem.batch > 1 else jac_fn
 
 
+def with_value(problem: Problem, transform: Callable, **options: object) -> Declared:
+    """``transform`` (torch.func.jacrev or jacfwd) of f, and of f with f(x) as its auxiliary
+    output: the value comes from the Jacobian's own forward pass, not a second call of f."""
+
+    def value_as_aux(x: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        value = problem.f(x)
+        return value, value
+
+    both = transform(value_as_aux, has_aux=True, **options)
+
+    def value_and_jac(x: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        jac, value = both(x)
+        return value, jac
+
+    return Declared(
+        per_point(problem, transform(problem.f, **options)),
+        value_and_jac=per_point(problem, value_and_jac),
+    )
+
+
 @strategy(Kind.EXACT, Mode.REVERSE, options=JacrevOptions, batch=True)
 def jacrev(problem: Problem, opts: JacrevOptions):
     """torch.func.jacrev: vmap over vector-Jacobian products."""
-    return per_point(problem, torch.func.jacrev(problem.f, chunk_size=opts.chunk_size))
+    return with_value(problem, torch.func.jacrev, chunk_size=opts.chunk_size)
 
 
 @strategy(Kind.EXACT, Mode.FORWARD, options=JacfwdOptions, batch=True)
 def jacfwd(problem: Problem, opts: JacfwdOptions):
     """torch.func.jacfwd: vmap over Jacobian-vector products."""
-    return per_point(problem, torch.func.jacfwd(problem.f, randomness=opts.randomness))
+    return with_value(problem, torch.func.jacfwd, randomness=opts.randomness)
