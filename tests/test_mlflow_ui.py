@@ -177,6 +177,15 @@ def test_jobs_table_is_json_ready_in_milliseconds():
     assert list(table["time_median_ms"]) == [8.0, 1.0, 0.1]
     json.dumps(table.to_dict(orient="list"))  # what log_table writes
     assert "jacobian" not in table.columns
+    # the answer on the viewer's first screen: time and error right after what was measured
+    assert list(table.columns[:6]) == [
+        "strategy",
+        "model",
+        "dtype",
+        "time_median_ms",
+        "err_eps",
+        "within_tol",
+    ]
 
 
 def test_sweep_parent_run_answers_through_the_mlflow_api(cli):

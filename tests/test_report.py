@@ -282,3 +282,14 @@ def test_the_same_sweep_beside_a_competing_process_compares_with_no_flag(cli, ca
     assert report_main(["--compare", before, after, "--out", str(cli.folder / "cmp")]) == 0
     text = capsys.readouterr().out
     assert "4 matched jobs; flags: 4 same;" in text, text
+
+
+def test_report_help_says_what_it_writes_and_what_it_reads(capsys):
+    from jacbench.report.__main__ import main
+
+    with pytest.raises(SystemExit) as stop:
+        main(["--help"])
+    assert stop.value.code == 0
+    text = " ".join(capsys.readouterr().out.split())
+    for said in ("report.md", "report.html", "PNG and SVG", "multirun/<date>/<time>/"):
+        assert said in text, said

@@ -11,10 +11,23 @@ from pathlib import Path
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(
         prog="python -m jacbench.report",
-        description="Tables, plots and a recommendation from a jacbench results folder.",
+        description=(
+            "Tables, plots and a recommendation from jacbench's recorded rows: writes "
+            "report.md, report.html (plots embedded) and each plot as PNG and SVG into --out. "
+            "Nothing is re-run."
+        ),
+        epilog=(
+            "RESULTS is a folder of parquet rows: results/ (every single run), or a sweep's "
+            "folder multirun/<date>/<time>/ (its summary.parquet). --compare writes "
+            "compare.md: what changed between two such folders, beyond the noise."
+        ),
     )
-    parser.add_argument("results", nargs="?", type=Path, help="results folder (parquet files)")
-    parser.add_argument("--out", type=Path, default=Path("report"), help="output folder")
+    parser.add_argument(
+        "results", nargs="?", type=Path, help="results/ or a sweep folder (parquet files)"
+    )
+    parser.add_argument(
+        "--out", type=Path, default=Path("report"), help="output folder (default: report/)"
+    )
     parser.add_argument(
         "--compare",
         nargs=2,
