@@ -63,6 +63,9 @@ def test_job_run_logs_only_measurements_as_metrics_in_readable_units(tmp_path: P
     assert params["model.hidden"] == "64"
     assert run.info.run_name.startswith("jacrev f32 ")
     assert tags["problem"] == "mlp N=84 M=576 float32 cpu"
+    # identifiers are tags, not params compare-runs would offer as axes; the machine is named
+    assert tags["config_hash"] == "abc" and "config_hash" not in params
+    assert tags["cpu_model"] and "load_avg_1m" in metrics
     # The run spans the job's real start and end, not the moment it was recorded.
     assert run.info.start_time == int(started.timestamp() * 1000)
     assert run.info.end_time - run.info.start_time >= 19_000
