@@ -76,6 +76,12 @@ def _wrapped(text: str, indent: str = "") -> list[str]:
 
 
 def short_line(rec: Recommendation, group: pd.DataFrame) -> str:
+    """``_short_line`` as markdown: brackets escaped (MLflow's markdown drew an interval such
+    as [970-1439] as a link)."""
+    return _short_line(rec, group).replace("[", "\\[").replace("]", "\\]")
+
+
+def _short_line(rec: Recommendation, group: pd.DataFrame) -> str:
     """One problem's answer at a glance: ``mlp f64: use jacfwd, 1.1 ms [1.0-1.2], 48x faster
     than functional, error 0.9 eps``; the full sentence is in the report and answer.md."""
     if rec.best is None or rec.unsettled:
