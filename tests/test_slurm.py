@@ -88,7 +88,7 @@ def test_a_sweep_runs_as_a_slurm_array_is_accounted_and_resumes(cluster, cli):
     ).stdout.split()
     assert states == ["COMPLETED"] * 4, states
 
-    again = cli(*grid, timeout=300)
+    again = cli(*grid, timeout=600)  # 55-95 s alone; 300 s ran out beside the browser tests
     assert again.returncode == 0, again.stderr
     assert "4 already done (resumed)" in again.stdout
     assert submitted(cli.folder) == {job: 4}  # nothing queued again
@@ -139,7 +139,7 @@ def test_a_cancelled_task_is_reported_the_others_counted_and_a_rerun_redoes_only
     assert len(parents) == 1 and len(children) == 3
     assert parents[0].data.metrics["n_ok"] == 3 and parents[0].data.metrics["n_missing"] == 1
 
-    again = cli(*grid, timeout=300)
+    again = cli(*grid, timeout=600)  # 55-95 s alone; 300 s ran out beside the browser tests
     assert again.returncode == 0, again.stderr
     assert "4/4 jobs recorded: 4 ok" in again.stdout and "3 already done" in again.stdout
     assert sorted(submitted(cli.folder).values()) == [1, 4]  # queued again: job 0 alone
