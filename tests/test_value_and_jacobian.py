@@ -60,3 +60,12 @@ def test_a_batch_gives_one_value_per_point():
     value, jac = prep.value_and_jacobian(problem.x)
     assert value.shape == (3, 3) and jac.shape == (3, 3, 4)
     assert torch.allclose(value, problem.f_many(problem.x))
+
+
+@pytest.mark.parametrize("name", ["jacfwd", "fd_central"])  # one pass, and f beside J
+def test_a_non_finite_jacobian_is_reported_as_prep_x_reports_it(name):
+    x = torch.tensor([0.0, 1.0, 4.0], dtype=torch.float64)  # sqrt' is infinite at 0
+    prep = jacbench.prepare(torch.sqrt, x, name)
+    with pytest.warns(jacbench.NonFiniteJacobian, match="NaN or infinite entries of 9"):
+        value, _ = prep.value_and_jacobian(x)
+    assert torch.equal(value, torch.sqrt(x))

@@ -81,6 +81,10 @@ class Prepared:
         self.check(x)
         with torch.no_grad():
             out = self.fn(x)
+        return self._finite(out)
+
+    def _finite(self, out: torch.Tensor) -> torch.Tensor:
+        """``out``, with a ``NonFiniteJacobian`` warning where it has NaN or inf entries."""
         values = out.values() if getattr(out, "layout", torch.strided) == torch.sparse_csr else out
         if isinstance(values, torch.Tensor) and not bool(torch.isfinite(values).all()):
             bad = int((~torch.isfinite(values)).sum())
@@ -88,7 +92,7 @@ class Prepared:
                 f"{self.strategy}: the Jacobian has {bad} NaN or infinite entries of "
                 f"{values.numel()} at this point (f or its derivative is not finite here)",
                 NonFiniteJacobian,
-                stacklevel=2,
+                stacklevel=3,
             )
         return out
 
@@ -100,17 +104,17 @@ class Prepared:
     def value_and_jacobian(self, x: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
         """``(f(x), J(x))``, as DifferentiationInterface.jl's ``value_and_jacobian``: from
         one pass where the strategy computes f(x) anyway (forward and reverse mode), else
-        f(x) evaluated beside the Jacobian. A Levenberg-Marquardt step needs both."""
-        if self.both_fn is None:
-            if self.value_fn is None:
-                raise TypeError(f"{self.strategy}: prepared without its function")
-            self.check(x)
-            with torch.no_grad():
-                value = self.value_fn(x)
-            return value, self(x)
+        f(x) evaluated beside the Jacobian. A Levenberg-Marquardt step needs both. The
+        Jacobian is checked for NaN and inf entries as ``prep(x)`` checks it."""
+        if self.both_fn is None and self.value_fn is None:
+            raise TypeError(f"{self.strategy}: prepared without its function")
         self.check(x)
         with torch.no_grad():
-            return self.both_fn(x)
+            if self.both_fn is not None:
+                value, jac = self.both_fn(x)
+            else:
+                value, jac = self.value_fn(x), self.fn(x)
+        return value, self._finite(jac)
 
 
 class NonFiniteJacobian(RuntimeWarning):

@@ -9,8 +9,10 @@ never detected for auto (detection costs about as much as a dense Jacobian).
 
 With ``calibrate`` on (the default) the candidates below are each prepared and timed briefly,
 leaving out those that need over PASS_RATIO times the passes of the other mode, and the
-fastest is kept; the calibration's cost, compilation
-included, is part of first_call_s. The choice is recorded as ``chosen_strategy``.
+fastest is kept; the calibration's cost, compilation included, is part of first_call_s. The
+choice is recorded as ``chosen_strategy`` and, with ``cache`` on, remembered across processes
+(``jacbench.core.decisions``): the next preparation of the same problem prepares that choice
+alone and checks its first answer (``decided_by``).
 """
 
 from __future__ import annotations
