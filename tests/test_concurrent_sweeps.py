@@ -7,6 +7,7 @@ import json
 import multiprocessing
 import os
 import re
+import socket
 import subprocess
 import sys
 import threading
@@ -42,6 +43,80 @@ def test_a_live_claim_is_respected_and_a_dead_ones_taken_over(tmp_path):
     token, owner = try_claim(tmp_path, "abc")
     assert token and not owner  # the dead process's claim was taken over
     assert json.loads(claim.read_text())["token"] == token
+
+
+def _claim_file(folder, owner: dict, age_s: float):
+    claim = folder / CLAIMS / "abc.claim"
+    claim.parent.mkdir(parents=True, exist_ok=True)
+    claim.write_text(json.dumps(owner))
+    then = time.time() - age_s
+    os.utime(claim, (then, then))
+    return claim
+
+
+@pytest.mark.parametrize(
+    ("whose", "age_s", "taken_over"),
+    [
+        ("another host's", 2 * 3600, True),  # a SLURM task killed on node17 two hours ago
+        ("another host's", 1, False),  # still beating: it cannot be checked from here
+        ("an unrelated live process's", 2 * 3600, True),  # the pid was reused
+        ("an earlier boot's", 1, True),  # the pid is from before a reboot
+        ("an empty", 2 * 3600, True),  # its writer died before writing
+        ("an empty", 1, False),  # its writer is writing it
+    ],
+)
+def test_a_claim_that_stopped_beating_is_taken_over(tmp_path, whose, age_s, taken_over):
+    """Issue 32: a claim from another host (2 hours old) or a same-host claim whose pid now
+    belongs to an unrelated live process made a sweep wait forever."""
+    from jacbench.run.claims import boot_id
+
+    here = {"host": socket.gethostname(), "boot": boot_id(), "token": "old"}
+    owner = {
+        "another host's": {"pid": 4242, "host": "node17", "boot": "b", "token": "old"},
+        "an unrelated live process's": {**here, "pid": os.getppid()},
+        "an earlier boot's": {**here, "pid": os.getppid(), "boot": "an earlier one"},
+        "an empty": {},
+    }[whose]
+    claim = _claim_file(tmp_path, owner, age_s)
+    if not owner:
+        claim.write_text("")
+        os.utime(claim, (time.time() - age_s,) * 2)
+    token, holder = try_claim(tmp_path, "abc")
+    assert bool(token) == taken_over, holder
+    if taken_over:
+        assert json.loads(claim.read_text())["token"] == token
+
+
+def test_a_held_claim_beats(tmp_path, monkeypatch):
+    """The holder touches its claim, so a long job on another node is never taken over."""
+    from jacbench.run import claims
+
+    monkeypatch.setattr(claims, "HEARTBEAT_S", 0.1)
+    with claimed(tmp_path, "abc", lambda owner: None):
+        claim = tmp_path / CLAIMS / "abc.claim"
+        old = time.time() - 2 * claims.STALE_S
+        os.utime(claim, (old, old))
+        time.sleep(0.5)
+        assert time.time() - claim.stat().st_mtime < 1.0
+        again, owner = try_claim(tmp_path, "abc")
+        assert not again and owner["pid"] == os.getpid()
+
+
+def test_a_claim_that_cannot_be_written_is_not_left_empty(tmp_path, monkeypatch):
+    """Issue 32: a disk-full attempt left an empty claim file, and the next sweep waited on it
+    for a minute. The write fails for real: the claim's content goes to /dev/full."""
+    from jacbench.run import claims
+
+    real_fdopen = os.fdopen
+
+    def onto_dev_full(fd: int, mode: str):
+        os.close(fd)
+        return real_fdopen(os.open("/dev/full", os.O_WRONLY), mode)
+
+    monkeypatch.setattr(claims.os, "fdopen", onto_dev_full)
+    with pytest.raises(OSError, match="No space left"):
+        try_claim(tmp_path, "abc")
+    assert not list((tmp_path / CLAIMS).iterdir())
 
 
 def test_a_claimed_job_waits_for_its_owner(tmp_path):

@@ -2,9 +2,13 @@
 once, or a re-run while the first still runs) never measure the same job twice.
 
 A claim is a file created with O_EXCL in ``<results>/.claims/`` (atomic on local and NFS
-file systems), named by the job's config_hash and holding who made it. A claim whose process
-is gone (same host, no such pid, or an empty file older than a minute) is stale and taken
-over; the others are waited for, and their result then counts as this sweep's.
+file systems), named by the job's config_hash and holding who made it (pid, host, boot id).
+Its holder touches it every ``HEARTBEAT_S``. A claim is stale, and taken over, when its
+process is gone (same host and boot, no such pid), when it stopped beating for ``STALE_S``
+(a process on another node, or one whose pid now belongs to an unrelated process), or when it
+is an empty file older than that; the others are waited for, and their result then counts as
+this sweep's. A SLURM task killed at its time limit is thus taken over on any node within
+``STALE_S``.
 """
 
 from __future__ import annotations
@@ -13,6 +17,7 @@ import contextlib
 import json
 import os
 import socket
+import threading
 import time
 import uuid
 from collections.abc import Callable, Iterator
@@ -21,7 +26,16 @@ from typing import Any
 
 CLAIMS = ".claims"
 POLL_S = 0.5
-EMPTY_STALE_S = 60.0  # a claim file still empty after this long lost its writer
+HEARTBEAT_S = 5.0  # a held claim is touched this often
+STALE_S = 60.0  # a claim not touched for this long lost its holder (12 missed beats)
+
+
+def boot_id() -> str:
+    """This boot of this machine: a pid is only comparable within one boot."""
+    try:
+        return Path("/proc/sys/kernel/random/boot_id").read_text().strip()
+    except OSError:
+        return ""
 
 
 def _read(path: Path) -> dict[str, Any] | None:
@@ -40,20 +54,21 @@ def _read(path: Path) -> dict[str, Any] | None:
 
 
 def _alive(path: Path, owner: dict[str, Any]) -> bool:
-    if not owner:
-        try:
-            return time.time() - path.stat().st_mtime < EMPTY_STALE_S
-        except OSError:
-            return False
-    if owner.get("host") != socket.gethostname():
-        return True  # another machine's process: it cannot be checked from here
+    try:
+        beating = time.time() - path.stat().st_mtime < STALE_S
+    except OSError:
+        return False
+    if not owner or owner.get("host") != socket.gethostname():
+        return beating  # another machine's process: only its heartbeat tells
+    if owner.get("boot") != boot_id():
+        return False  # made before this machine rebooted
     try:
         os.kill(int(owner.get("pid", 0)), 0)
     except ProcessLookupError:
         return False
     except (PermissionError, ValueError, OverflowError):
-        return True
-    return True
+        pass
+    return beating  # a live pid that stopped beating was reused by an unrelated process
 
 
 def _take_over(path: Path, owner: dict[str, Any], token: str) -> None:
@@ -76,7 +91,13 @@ def try_claim(folder: Path, key: str, sweep: str = "") -> tuple[str, dict[str, A
     path = Path(folder) / CLAIMS / f"{key}.claim"
     path.parent.mkdir(parents=True, exist_ok=True)
     token = uuid.uuid4().hex
-    record = {"pid": os.getpid(), "host": socket.gethostname(), "sweep": sweep, "token": token}
+    record = {
+        "pid": os.getpid(),
+        "host": socket.gethostname(),
+        "boot": boot_id(),
+        "sweep": sweep,
+        "token": token,
+    }
     for _ in range(10):
         try:
             fd = os.open(path, os.O_CREAT | os.O_EXCL | os.O_WRONLY, 0o666)
@@ -88,8 +109,12 @@ def try_claim(folder: Path, key: str, sweep: str = "") -> tuple[str, dict[str, A
                 return "", owner
             _take_over(path, owner, token)
             continue
-        with os.fdopen(fd, "w") as handle:
-            json.dump(record, handle)
+        try:
+            with os.fdopen(fd, "w") as handle:
+                json.dump(record, handle)
+        except OSError:  # e.g. a full disk: no empty claim left for the next sweep to wait on
+            path.unlink(missing_ok=True)
+            raise
         return token, {}
     return "", {}  # claimed and released over and over meanwhile: try again later
 
@@ -99,6 +124,35 @@ def release(folder: Path, key: str, token: str) -> None:
     path = Path(folder) / CLAIMS / f"{key}.claim"
     if (_read(path) or {}).get("token") == token:
         path.unlink(missing_ok=True)
+
+
+def release_sweep(folder: Path, sweep: str) -> int:
+    """Remove every claim ``sweep`` made (its workers were stopped with it); returns how many."""
+    removed = 0
+    for path in (Path(folder) / CLAIMS).glob("*.claim"):
+        if sweep and (_read(path) or {}).get("sweep") == sweep:
+            path.unlink(missing_ok=True)
+            removed += 1
+    return removed
+
+
+@contextlib.contextmanager
+def _beating(path: Path) -> Iterator[None]:
+    """Touch ``path`` every HEARTBEAT_S while the body runs (a daemon thread: it never keeps
+    a process alive, and stops beating when the process stops)."""
+    stop = threading.Event()
+
+    def beat() -> None:
+        while not stop.wait(HEARTBEAT_S):
+            with contextlib.suppress(OSError):
+                os.utime(path)
+
+    thread = threading.Thread(target=beat, name="jacbench-claim-heartbeat", daemon=True)
+    thread.start()
+    try:
+        yield
+    finally:
+        stop.set()
 
 
 @contextlib.contextmanager
@@ -117,6 +171,7 @@ def claimed(
             waited = True
         time.sleep(POLL_S)
     try:
-        yield waited
+        with _beating(Path(folder) / CLAIMS / f"{key}.claim"):
+            yield waited
     finally:
         release(folder, key, token)
