@@ -191,12 +191,16 @@ def test_ctrl_c_is_one_line_and_exit_130(tmp_path, terminal_sigint):
 
 @pytest.mark.slow  # real processes and real signals: ~15 s
 @pytest.mark.parametrize(("sig", "code"), [(signal.SIGTERM, 143), (signal.SIGHUP, 129)])
-@pytest.mark.parametrize("run", ["single", "sweep"])
+@pytest.mark.parametrize("run", ["single", "sweep", "joblib"])
 def test_sigterm_and_sighup_stop_like_ctrl_c_and_close_the_sweep(tmp_path, sig, code, run):
     """Issue 32: SIGTERM (SLURM's preemption and time limit) or SIGHUP to a run or a sweep
     ended with exit 143/129, no message, the MLflow parent RUNNING and the claim left."""
     db = tmp_path / "mlflow.db"
-    sweep = ["-m", "seed=0,1", "report=false"] if run == "sweep" else []
+    sweep = {
+        "single": [],
+        "sweep": ["-m", "seed=0,1", "report=false"],
+        "joblib": ["-m", "seed=0,1", "report=false", "hydra/launcher=joblib"],
+    }[run]
     proc = subprocess.Popen(
         [
             sys.executable,
@@ -228,13 +232,14 @@ def test_sigterm_and_sighup_stop_like_ctrl_c_and_close_the_sweep(tmp_path, sig, 
     assert err.strip().splitlines()[-1].startswith(f"jacbench: interrupted ({sig.name})")
     assert not list(tmp_path.glob("results/*.parquet"))  # the job in progress: not recorded
     assert not list(tmp_path.glob("results/.claims/*"))  # its claim released
-    if run == "sweep":
+    if run != "single":
         from mlflow.tracking import MlflowClient
 
         runs = MlflowClient(f"sqlite:///{db}").search_runs(["1"])
         parents = [r for r in runs if r.data.tags.get("jacbench.role") == "sweep"]
-        assert len(parents) == 1 and parents[0].info.status != "RUNNING"
+        assert len(parents) == 1 and parents[0].info.status == "KILLED"
         assert parents[0].info.end_time is not None
+        assert sig.name in parents[0].data.tags["error_message"]
 
 
 def interrupted_inside(library: str, monkeypatch: pytest.MonkeyPatch) -> None:

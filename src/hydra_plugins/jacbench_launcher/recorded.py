@@ -22,7 +22,7 @@ def maybe_recorded(
     """Whether any job can be recorded already: not on a first run into an empty results
     folder, nor with force=true (then no job's config is looked up here: composed, ~0.15 s
     each, under Hydra's basic sweeper; copied from the validation's under jacbench's)."""
-    from jacbench.run.resume import results_dir
+    from jacbench.run.sweep import results_dir
 
     if config.get("force"):
         return False

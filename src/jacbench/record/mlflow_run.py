@@ -7,6 +7,7 @@ sweep in the launching process each address runs by id.
 
 from __future__ import annotations
 
+import enum
 import functools
 import json
 import math
@@ -123,15 +124,24 @@ def _create_run(
     return run.info.run_id
 
 
+class RunEnd(str, enum.Enum):
+    """How a run ends: MLflow's terminal RunStatus names (mlflow.entities is imported late)."""
+
+    FINISHED = "FINISHED"
+    FAILED = "FAILED"
+    KILLED = "KILLED"
+
+
 def _log_and_close(
     tracking: Tracking,
     run_id: str,
     metrics: dict[str, float],
     params: dict[str, str],
     tags: dict[str, str],
-    failed: bool,
+    ended: RunEnd,
 ) -> None:
-    from mlflow.entities import Metric, Param, RunStatus, RunTag
+    """Log in one batch and end the run as ``ended``."""
+    from mlflow.entities import Metric, Param, RunTag
 
     client = _client(tracking)
     now = int(time.time() * 1000)
@@ -144,8 +154,7 @@ def _log_and_close(
             tags=[RunTag(k, v) for k, v in tags.items() if v],
         )
     )
-    status = RunStatus.to_string(RunStatus.FAILED if failed else RunStatus.FINISHED)
-    _retry(lambda: client.set_terminated(run_id, status=status, end_time=now))
+    _retry(lambda: client.set_terminated(run_id, status=ended.value, end_time=now))
 
 
 # Measurements, the only metrics, in units read at a glance: (metric, Result field, scale).
@@ -315,8 +324,8 @@ def log_result(
         "cpu_model": cpu_model(),
     }
     params = params_of(result, model_options, strategy_options)
-    failed = result.status == Status.FAILED
-    _log_and_close(tracking, run_id, metrics_of(result), params, tags, failed)
+    ended = RunEnd.FAILED if result.status == Status.FAILED else RunEnd.FINISHED
+    _log_and_close(tracking, run_id, metrics_of(result), params, tags, ended)
     return run_id
 
 
@@ -429,6 +438,11 @@ class ParentOutcome:
     job_images: dict[str, Path] = field(default_factory=dict)  # job_id -> PNG, on its run
     failed: bool = False
     reason: str = ""  # why the sweep itself failed (e.g. its summary could not be written)
+    killed: bool = False  # stopped by Ctrl-C, SIGTERM or SIGHUP: MLflow's KILLED
+
+    @property
+    def ended(self) -> RunEnd:
+        return RunEnd.KILLED if self.killed else RunEnd.FAILED if self.failed else RunEnd.FINISHED
 
 
 def _log_image(tracking: Tracking, run_id: str, key: str, path: Path) -> None:
@@ -489,5 +503,5 @@ def finish_parent_run(tracking: Tracking, run_id: str, outcome: ParentOutcome) -
         "mlflow.note.content": note or outcome.description,
         "error_message": outcome.reason[:5000],
     }
-    _log_and_close(tracking, run_id, outcome.metrics, {}, tags, outcome.failed)
+    _log_and_close(tracking, run_id, outcome.metrics, {}, tags, outcome.ended)
     return left_out

@@ -26,9 +26,15 @@ from jacbench.run.config import conf_dir, config_hash, register_configs
 from jacbench.run.inputs import check_results_dir, refusing
 from jacbench.run.launchers import launcher_kind
 from jacbench.run.orphans import exit_with
-from jacbench.run.resume import count_as_done, results_dir
+from jacbench.run.resume import count_as_done
 from jacbench.run.runner import execute
-from jacbench.run.sweep import SweepState, close_open_sweep, current_sweep, job_record
+from jacbench.run.sweep import (
+    SweepState,
+    close_open_sweep,
+    current_sweep,
+    job_record,
+    results_dir,
+)
 from jacbench.run.usage import reported
 
 log = logging.getLogger("jacbench")
@@ -147,10 +153,14 @@ def main() -> None:
     skipped its end-of-sweep callback. A sweep exits 1 when any job failed. Bad input and
     Ctrl-C end in one line, never a traceback."""
     with reported(INTERRUPTED), watched():
+        stopped_by = ""
         try:
             run()
+        except KeyboardInterrupt as exc:
+            stopped_by = str(exc) or "Ctrl-C"  # Terminated carries the signal's name
+            raise
         finally:
-            exit_code = close_open_sweep()
+            exit_code = close_open_sweep(stopped_by)
     if exit_code:
         raise SystemExit(exit_code)
 

@@ -10,12 +10,7 @@ from rich.console import Console
 
 from jacbench.record.parquet import find_done_result
 from jacbench.run.config import config_hash
-from jacbench.run.sweep import SweepState, job_record
-
-
-def results_dir(cfg: DictConfig, launch_dir: Path) -> Path:
-    path = Path(cfg.results_dir)
-    return path if path.is_absolute() else launch_dir / path
+from jacbench.run.sweep import SweepState, job_record, results_dir
 
 
 def recorded_result(cfg: DictConfig, launch_dir: Path) -> Path | None:

@@ -40,6 +40,7 @@ from jacbench.record.mlflow_run import (
 from jacbench.record.parquet import read_files, write_atomic, write_table
 from jacbench.record.result import SCHEMA
 from jacbench.report.display import make_console, summary_table
+from jacbench.run.claims import release_sweep
 from jacbench.run.inputs import check_sweep, load_analysis, refusing
 from jacbench.run.launchers import launcher_kind
 from jacbench.run.orphans import watch_loky_workers
@@ -52,6 +53,12 @@ SWEEP_ENV = "JACBENCH_SWEEP_ID"
 
 def _state_folder(sweep_dir: str | Path, sweep_id: str) -> Path:
     return Path(sweep_dir) / STATE_DIR / sweep_id
+
+
+def results_dir(cfg: DictConfig, launch_dir: Path) -> Path:
+    """The job's results folder (``results_dir``, relative to the launch folder)."""
+    path = Path(cfg.results_dir)
+    return path if path.is_absolute() else launch_dir / path
 
 
 def new_sweep_id() -> str:
@@ -70,6 +77,7 @@ class SweepState:
     report: bool = True  # write the report into the sweep folder and the parent run
     parent_run_id: str = ""
     sweep_pid: int = 0  # the launching process: its worker processes end when it is gone
+    results_dir: str = ""  # where its jobs claim and record (claims released if it is stopped)
     finished: bool = False
     exit_code: int = 0
 
@@ -143,6 +151,7 @@ def open_sweep(config: DictConfig) -> SweepState:
         config.get("analysis"),
         bool(config.get("report", True)),
         sweep_pid=os.getpid(),
+        results_dir=str(results_dir(config, launch_dir)),
     )
     console = make_console()
     if config.mlflow.enabled:
@@ -201,17 +210,22 @@ SUMMARY_SCHEMA = pa.schema(
 )
 
 
-def close_sweep(state: SweepState) -> int:
+def close_sweep(state: SweepState, stopped_by: str = "") -> int:
     """Summary parquet and table, parent run closed; returns the sweep's exit code
     (1 when a job failed or left no record, or the summary could not be written). The
-    parent run is closed whatever happens here (FAILED, with the reason, if this fails).
-    Safe to call twice."""
+    parent run is closed whatever happens here (FAILED, with the reason, if this fails;
+    KILLED, with its claims released, when ``stopped_by`` a signal). Safe to call twice."""
     if state.finished:
         return state.exit_code
     console = make_console()
     outcome = ParentOutcome({}, failed=True, reason="the sweep's summary failed")
+    if stopped_by and state.results_dir:  # its workers were stopped with it
+        release_sweep(Path(state.results_dir), state.sweep_id)
     try:
         outcome = summarise(state, console)
+        if stopped_by:
+            why = f"stopped by {stopped_by}: run the same sweep again to resume"
+            outcome = dataclasses.replace(outcome, killed=True, reason=why)
     except BaseException as exc:
         reason = " ".join(str(exc).split())[:300]
         outcome = dataclasses.replace(outcome, reason=f"{type(exc).__name__}: {reason}")
@@ -395,12 +409,12 @@ def launching_sweep() -> SweepState | None:
     return _OPEN
 
 
-def close_open_sweep() -> int:
+def close_open_sweep(stopped_by: str = "") -> int:
     """Close the sweep this process opened, if any, and forget it (a later launch in the same
     process starts afresh); returns its exit code."""
     global _OPEN
     state, _OPEN = _OPEN, None  # a later launch in this process starts afresh
-    return close_sweep(state) if state is not None else 0
+    return close_sweep(state, stopped_by) if state is not None else 0
 
 
 class SweepCallback(Callback):
