@@ -191,6 +191,39 @@ def test_a_sweep_whose_summary_cannot_be_written_closes_its_parent_run(
     assert sorted(c.info.status for c in children) == ["FINISHED", "FINISHED"]
 
 
+def test_rows_a_full_disk_refuses_are_kept_beside_the_sweep_state(launch, tmp_path, full_disk):
+    """Issue 32: with results_dir on a full disk, a sweep measured its jobs, closed their
+    MLflow runs FINISHED, then said `0/3 jobs recorded` and kept nothing on disk."""
+    results = full_disk / "results"
+    results.mkdir()
+    with open(full_disk / "filler", "wb") as handle, contextlib.suppress(OSError):
+        while True:
+            handle.write(b"\0" * 65536)
+            handle.flush()
+    code, lines, printed = launch(
+        "-m",
+        "strategy=jacrev,jacfwd",
+        "report=false",
+        f"results_dir={results}",
+        "hydra.sweep.dir=sw",
+        mlflow=True,
+    )
+    assert code == 1 and "Traceback" not in printed, printed
+    not_written = [line for line in lines if "was NOT written to" in line]
+    assert len(not_written) == 2 and all(str(results) in line for line in not_written), lines
+    assert "2/2 jobs recorded" in printed, printed
+    (kept,) = {
+        p.parent for p in (tmp_path / "sw").rglob("*.parquet") if p.parent.name == "unwritten"
+    }
+    rows = read_results(kept)
+    assert sorted(rows["strategy"]) == ["jacfwd", "jacrev"] and set(rows["status"]) == {"ok"}
+    assert any(str(kept) in line and "NOT in" in line for line in lines), lines
+    parents, children = mlflow_runs(f"sqlite:///{tmp_path / 'mlflow.db'}")
+    assert [p.info.status for p in parents] == ["FAILED"]
+    assert str(kept) in parents[0].data.tags["error_message"]
+    assert sorted(c.info.run_id for c in children) == sorted(rows["mlflow_run_id"])
+
+
 def test_a_half_made_mlflow_db_is_one_line_with_the_fix(launch, tmp_path):
     half_made_db(tmp_path / "mlflow.db")
     code, _, printed = launch("strategy=jacrev", mlflow=True)

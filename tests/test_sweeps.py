@@ -210,10 +210,19 @@ def test_slurm_launcher_config_composes_with_cluster_defaults(cli):
         assert text in proc.stdout
 
 
-def test_a_job_that_crashes_outside_measurement_still_gets_the_sweep_closed(cli):
-    blocker = cli.folder / "not_a_folder"
-    blocker.write_text("a file where a results folder should be")
-    proc = cli("-m", f"results_dir=results,{blocker}/results", *QUICK, *NO_REPORT)
+def test_a_job_that_crashes_outside_measurement_still_gets_the_sweep_closed(cli, monkeypatch):
+    """A crash that leaves no row (a bug outside measurement, here in the runner itself)."""
+    from jacbench.run import app
+
+    execute = app.execute
+
+    def crashing(cfg, *args):
+        if cfg.strategy.name == "jacfwd":
+            raise RuntimeError("crashed before the job ran")
+        return execute(cfg, *args)
+
+    monkeypatch.setattr(app, "execute", crashing)
+    proc = cli("-m", "strategy=jacrev,jacfwd", *QUICK, *NO_REPORT)
     assert proc.returncode == 1  # Hydra reports the crashed job; on_multirun_end is skipped
     assert len(cli.results()) == 1
     (parent,), _ = mlflow_runs(cli.tracking_uri)

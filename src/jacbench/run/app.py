@@ -20,6 +20,7 @@ from jacbench.core.registry import load_registry
 from jacbench.record.mlflow_run import Tracking, log_row
 from jacbench.record.parquet import find_done_result, write_result
 from jacbench.record.result import Result
+from jacbench.record.unwritten import keep_unwritten
 from jacbench.report.display import make_console, print_result
 from jacbench.run.claims import claimed
 from jacbench.run.config import conf_dir, config_hash, register_configs
@@ -29,6 +30,7 @@ from jacbench.run.orphans import exit_with
 from jacbench.run.resume import count_as_done
 from jacbench.run.runner import execute
 from jacbench.run.sweep import (
+    UNWRITTEN,
     SweepState,
     close_open_sweep,
     current_sweep,
@@ -43,11 +45,17 @@ register_configs(REGISTRY)
 
 
 def record(
-    result: Result, cfg: DictConfig, launch_dir: Path, console: Console, parent_run_id: str = ""
-) -> tuple[Result, Path]:
+    result: Result,
+    cfg: DictConfig,
+    launch_dir: Path,
+    console: Console,
+    fallback: Path,
+    parent_run_id: str = "",
+) -> tuple[Result, Path | None]:
     """MLflow first (to learn the run id), then the parquet row, which is written even when
     tracking is down; what is said about a tracking failure comes after the write, so it
-    never claims a row that was not written."""
+    never claims a row that was not written. A row the results folder cannot take is kept in
+    ``fallback`` (or printed in full): returns where the row is (None: nowhere on disk)."""
     run_id, tracking_failed = "", ""
     if cfg.mlflow.enabled:
         tracking = Tracking.resolve(launch_dir, cfg.mlflow.tracking_uri, cfg.mlflow.experiment)
@@ -59,11 +67,13 @@ def record(
                 f"MLflow tracking failed ({tracking.uri}): {type(exc).__name__}: {reason}"
             )
     result = dataclasses.replace(result, mlflow_run_id=run_id)
+    folder = results_dir(cfg, launch_dir)
+    if tracking_failed:
+        console.print(f"[bold yellow]{tracking_failed}[/]")
     try:
-        path = write_result(result, results_dir(cfg, launch_dir))
-    finally:
-        if tracking_failed:
-            console.print(f"[bold yellow]{tracking_failed}[/]")
+        path: Path | None = write_result(result, folder)
+    except OSError as exc:
+        return result, keep_unwritten(result, folder, exc, fallback)
     if tracking_failed:
         console.print(f"[yellow]the parquet row is written (mlflow_run_id empty): {path}[/]")
     log.info("recorded %s (%s) in %s", result.job_id, result.status, path)
@@ -102,8 +112,15 @@ def run_in_sweep(cfg: DictConfig, sweep: SweepState, launch_dir: Path, console: 
             count_as_done(sweep, num, done_before, how, console)
             return
         result = execute(cfg, REGISTRY, thread_cap())
-        result, path = record(result, cfg, launch_dir, console, sweep.parent_run_id)
-    done = sweep.mark_job(num, job_record(num, path, result.status, resumed=False))
+        unwritten = sweep.folder / UNWRITTEN
+        result, path = record(result, cfg, launch_dir, console, unwritten, sweep.parent_run_id)
+    if path is None:  # printed in full (and in its MLflow run): the summary counts it missing
+        return
+    try:
+        done = sweep.mark_job(num, job_record(num, path, result.status, resumed=False))
+    except OSError as exc:  # the row is written; only this sweep's count of it is not
+        print(f"jacbench: job {num}: could not note it in {sweep.folder} ({exc})", file=sys.stderr)
+        return
     console.print(
         f"[{done}/{sweep.total}] job {num}: {result.strategy} {result.model} {result.dtype} "
         f"{result.device}: {result.status}"
@@ -126,17 +143,11 @@ def run(cfg: DictConfig) -> None:
     with refusing():
         check_results_dir(cfg.results_dir)
     measured = execute(cfg, REGISTRY)
-    try:
-        result, _ = record(measured, cfg, launch_dir, console)
-    except OSError as exc:  # e.g. the disk filled during the job: the measurement is not lost
-        print_result(measured, console)
-        print(
-            f"jacbench: the result above was NOT written to {results_dir(cfg, launch_dir)} "
-            f"({exc.strerror or exc}); nothing was written there",
-            file=sys.stderr,
-        )
-        raise SystemExit(1) from None
+    fallback = Path(HydraConfig.get().runtime.output_dir)
+    result, path = record(measured, cfg, launch_dir, console, fallback)
     print_result(result, console, with_reason=result.ok)  # a failure's reason: the line below
+    if path is None or path.parent == fallback:  # not in the results folder: said above
+        raise SystemExit(1)
     if not result.ok:
         print(f"jacbench: {result.status}: {result.error_message}", file=sys.stderr)
         raise SystemExit(1)

@@ -163,7 +163,11 @@ def claimed(
     (``waiting`` is told once, with the owner). Yields whether it waited."""
     waited = False
     while True:
-        token, owner = try_claim(folder, key, sweep)
+        try:
+            token, owner = try_claim(folder, key, sweep)
+        except OSError:  # e.g. a full disk: a claim only saves a duplicate, so run unclaimed
+            token = ""
+            break
         if token:
             break
         if not waited:
@@ -171,7 +175,8 @@ def claimed(
             waited = True
         time.sleep(POLL_S)
     try:
-        with _beating(Path(folder) / CLAIMS / f"{key}.claim"):
+        path = Path(folder) / CLAIMS / f"{key}.claim"
+        with _beating(path) if token else contextlib.nullcontext():
             yield waited
     finally:
         release(folder, key, token)

@@ -15,6 +15,7 @@ import json
 import os
 import sys
 import uuid
+from collections.abc import Iterable
 from dataclasses import dataclass
 from datetime import datetime, timezone
 from pathlib import Path
@@ -46,6 +47,7 @@ from jacbench.run.launchers import launcher_kind
 from jacbench.run.orphans import watch_loky_workers
 
 STATE_DIR = ".jacbench"
+UNWRITTEN = "unwritten"  # rows the results folder could not take, beside the sweep's state
 # Set in every job's environment (Hydra's hydra.job.env_set, under every launcher): which
 # sweep the job belongs to, so that sweeps sharing a folder never share state.
 SWEEP_ENV = "JACBENCH_SWEEP_ID"
@@ -266,11 +268,12 @@ def summarise(state: SweepState, console: Any) -> ParentOutcome:
     missing = sorted(set(range(state.total)) - set(records))
     summary_path = Path(state.sweep_dir) / "summary.parquet"
     not_written = write_summary(summary_path, rows)
+    aside = unwritten_rows(state, records.values())
     counts = {s.value: int((rows["status"] == s).sum()) if len(rows) else 0 for s in Status}
     n_resumed = int(rows["resumed"].sum()) if len(rows) else 0
     if records:
         console.print(summary_table(rows, missing))
-    failed = counts["failed"] > 0 or bool(missing) or bool(not_written)
+    failed = counts["failed"] > 0 or bool(missing) or bool(not_written) or bool(aside)
     console.print(
         f"[bold]{len(rows)}/{state.total} jobs recorded[/]: {counts['ok']} ok, "
         f"{counts['failed']} failed, {counts['skipped']} skipped, {n_resumed} already done "
@@ -316,7 +319,7 @@ def summarise(state: SweepState, console: Any) -> ParentOutcome:
         images=images,
         job_images=job_images,
         failed=failed,
-        reason=not_written,
+        reason="; ".join(filter(None, [not_written, aside])),
     )
     if state.tracking and state.parent_run_id and len(rows):
         sweep_line = (
@@ -335,6 +338,23 @@ def summarise(state: SweepState, console: Any) -> ParentOutcome:
         except Exception as exc:  # the parent run is still closed, without the overview
             console.print(f"[bold yellow]could not describe the MLflow parent run: {exc}[/]")
     return outcome
+
+
+def unwritten_rows(state: SweepState, records: Iterable[dict[str, Any]]) -> str:
+    """Say where the rows the results folder could not take are kept ("" when none)."""
+    aside = sorted(
+        r["job_num"] for r in records if Path(r["result_file"]).parent == state.folder / UNWRITTEN
+    )
+    if not aside:
+        return ""
+    line = (
+        f"{len(aside)} row(s) (jobs {', '.join(map(str, aside))}) NOT in {state.results_dir}: "
+        f"kept in {state.folder / UNWRITTEN}"
+    )
+    print(
+        f"jacbench: {line}; move them into the results folder once there is room", file=sys.stderr
+    )
+    return line
 
 
 def print_recommendations(rows: Any, console: Any) -> None:
