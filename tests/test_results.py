@@ -55,6 +55,22 @@ def test_write_is_atomic_and_round_trips(tmp_path: Path):
     assert row["strategy"] == "jacrev" and row["n_timed"] == 100 and bool(row["within_tol"])
 
 
+def test_temporary_files_a_kill_left_are_cleaned(tmp_path: Path):
+    """Issue 32: SIGKILLs landing mid-write left `.tmp` files that were never cleaned."""
+    import os
+    import time
+
+    from jacbench.record.parquet import STALE_TMP_S
+
+    old, fresh = tmp_path / ".a.parquet.x1.tmp", tmp_path / ".b.parquet.x2.tmp"
+    for tmp in (old, fresh):
+        tmp.write_bytes(b"half a row")
+    then = time.time() - 2 * STALE_TMP_S
+    os.utime(old, (then, then))
+    write_result(make_result(), tmp_path)
+    assert not old.exists() and fresh.exists()  # fresh: perhaps a writer at work
+
+
 def test_failed_rows_with_empty_metrics_read_back_next_to_ok_rows(tmp_path: Path):
     write_result(make_result(), tmp_path)
     failed = make_result(

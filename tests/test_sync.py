@@ -106,3 +106,51 @@ def test_a_row_mlflow_cannot_take_is_named_and_the_others_are_synced(tmp_path, m
     (run,) = job_runs(tmp_path)
     assert run.data.tags[JOB_TAG] == "a" * 16 and run_ids(tmp_path)["a" * 16] == run.info.run_id
     assert good.exists() and not run_ids(tmp_path)["b" * 16]
+
+
+def _cut_short_run(tmp_path, job_id: str, created_s_ago: float) -> str:
+    """A run as a kill leaves it mid-log: created with its job id, never closed."""
+    import time
+
+    from mlflow.tracking import MlflowClient
+
+    from jacbench.record.mlflow_run import LOGGED_AT_TAG, Tracking, ensure_experiment
+
+    tracking = Tracking.resolve(tmp_path, sqlite_uri(tmp_path), "jacbench")
+    experiment_id = ensure_experiment(tracking)
+    tags = {JOB_TAG: job_id, LOGGED_AT_TAG: f"{time.time() - created_s_ago:.3f}"}
+    return MlflowClient(sqlite_uri(tmp_path)).create_run(experiment_id, tags=tags).info.run_id
+
+
+def test_a_run_a_kill_cut_short_is_replaced_not_duplicated(tmp_path, monkeypatch, capsys):
+    """Issue 32: SIGKILLs of a sync left RUNNING runs, and the next sync logged the row again."""
+    write_result(make_result(job_id="c" * 16, config_hash="cut"), tmp_path / "results")
+    orphan = _cut_short_run(tmp_path, "c" * 16, created_s_ago=3600)
+
+    code, printed = run_sync(tmp_path, monkeypatch, capsys)
+    assert code == 0, printed
+    (run,) = job_runs(tmp_path)  # the cut-short run is gone, one complete run is left
+    assert run.info.run_id != orphan and run.info.status == "FINISHED"
+    assert run_ids(tmp_path)["c" * 16] == run.info.run_id
+
+
+def test_a_run_being_logged_now_is_not_logged_again(tmp_path, monkeypatch, capsys):
+    write_result(make_result(job_id="d" * 16, config_hash="live"), tmp_path / "results")
+    live = _cut_short_run(tmp_path, "d" * 16, created_s_ago=1)
+
+    code, printed = run_sync(tmp_path, monkeypatch, capsys)
+    assert code == 1 and "being logged now" in printed, printed
+    assert [r.info.run_id for r in job_runs(tmp_path)] == [live]
+    assert not run_ids(tmp_path)["d" * 16]
+
+
+def test_a_job_id_with_a_quote_stops_only_its_own_row(tmp_path, monkeypatch, capsys):
+    """Issue 32: a job_id containing a quote made every sync stop at that file."""
+    write_result(make_result(job_id="it's", config_hash="quote"), tmp_path / "results")
+    write_result(make_result(job_id="e" * 16, config_hash="plain"), tmp_path / "results")
+
+    code, printed = run_sync(tmp_path, monkeypatch, capsys)
+    lines = [line for line in printed.splitlines() if line.startswith("jacbench:")]
+    assert code == 1 and len(lines) == 1 and "cannot be searched for" in lines[0], printed
+    assert "1 row(s) without an MLflow run now have one" in printed
+    assert run_ids(tmp_path)["e" * 16] and not run_ids(tmp_path)["it's"]

@@ -125,8 +125,9 @@ def _create_run(
 
 
 class RunEnd(str, enum.Enum):
-    """How a run ends: MLflow's terminal RunStatus names (mlflow.entities is imported late)."""
+    """A run's status as MLflow names it (mlflow.entities is imported late)."""
 
+    RUNNING = "RUNNING"  # not an end: a run still open (or cut short by a kill)
     FINISHED = "FINISHED"
     FAILED = "FAILED"
     KILLED = "KILLED"
@@ -306,6 +307,8 @@ def log_result(
     """Create, fill and close one job's run, spanning the job's real start and end; returns
     its id. Raises if tracking fails."""
     tags = {"mlflow.parentRunId": parent_run_id} if parent_run_id else {}
+    tags[JOB_TAG] = result.job_id  # from its creation: a run cut short is found by job id
+    tags[LOGGED_AT_TAG] = f"{time.time():.3f}"
     start_ms = int(result.started_at.timestamp() * 1000)
     run_id = _create_run(tracking, run_name(result), tags, start_ms)
     _log_problem(tracking, run_id, result)
@@ -337,16 +340,43 @@ def log_row(result: Result, tracking: Tracking, parent_run_id: str = "") -> str:
     return log_result(result, tracking, model_options, strategy_options, parent_run_id)
 
 
-def logged_run(tracking: Tracking, job_id: str) -> str:
-    """The id of the closed run already logged for this job ("" if none): a sync whose
-    write-back failed finds it instead of logging the job twice."""
+CUT_SHORT_S = 120.0  # a job's run still RUNNING this long after its creation was cut short
+LOGGED_AT_TAG = "jacbench.logged_at"  # when the run was created (its start is the job's)
+
+
+class UnsearchableJobId(ValueError):
+    """A job id MLflow's search cannot quote (a foreign or hand-edited row)."""
+
+
+@dataclass(frozen=True)
+class JobRuns:
+    """What MLflow holds for one job id."""
+
+    closed: str = ""  # the run logged for it, if any
+    in_progress: bool = False  # a run being logged right now (by a job or another sync)
+
+
+def logged_run(tracking: Tracking, job_id: str) -> JobRuns:
+    """The run already logged for this job: a job or sync whose write-back failed finds it
+    instead of logging the job twice. Runs of this job that a kill left RUNNING (created
+    over CUT_SHORT_S ago) are deleted, so that the job ends with exactly one run."""
+    if not job_id or "'" in job_id or "\\" in job_id:
+        raise UnsearchableJobId(f"job_id {job_id!r} cannot be searched for in MLflow")
     client = _client(tracking)
     experiment = client.get_experiment_by_name(tracking.experiment)
     if experiment is None:
-        return ""
-    query = f"tags.`{JOB_TAG}` = '{job_id}' and attributes.status != 'RUNNING'"
-    runs = client.search_runs([experiment.experiment_id], query, max_results=1)
-    return runs[0].info.run_id if runs else ""
+        return JobRuns()
+    query = f"tags.`{JOB_TAG}` = '{job_id}'"
+    runs = client.search_runs([experiment.experiment_id], query, max_results=50)
+    closed = [r.info.run_id for r in runs if r.info.status != RunEnd.RUNNING]
+    in_progress = False
+    for run in (r for r in runs if r.info.status == RunEnd.RUNNING):
+        created = float(run.data.tags.get(LOGGED_AT_TAG) or run.info.start_time / 1e3)
+        if time.time() - created < CUT_SHORT_S:
+            in_progress = True
+        else:
+            _retry(lambda r=run: client.delete_run(r.info.run_id))
+    return JobRuns(closed[0] if closed else "", in_progress and not closed)
 
 
 def experiment_note(experiment_id: str) -> str:

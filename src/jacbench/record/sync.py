@@ -17,13 +17,17 @@ from pathlib import Path
 
 import pyarrow as pa
 
-from jacbench.record.mlflow_run import Tracking, log_row, logged_run
+from jacbench.record.mlflow_run import Tracking, UnsearchableJobId, log_row, logged_run
 from jacbench.record.parquet import read_one, write_atomic
 from jacbench.record.result import SCHEMA, Result
 
 
 class TrackingDown(Exception):
     """MLflow failed: every later row would fail the same way."""
+
+
+class InProgress(Exception):
+    """The row's run is being logged right now: logging it again would make a second."""
 
 
 def row_result(table: pa.Table) -> Result:
@@ -42,10 +46,16 @@ def sync_file(path: Path, tracking: Tracking) -> str:
     if result.mlflow_run_id:
         return ""
     try:
-        run_id = logged_run(tracking, result.job_id)
+        runs = logged_run(tracking, result.job_id)
+    except UnsearchableJobId:
+        raise  # this row's problem, not tracking's
     except Exception as exc:
         raise TrackingDown(f"{type(exc).__name__}: {exc}") from exc
-    run_id = run_id or log_row(result, tracking)  # a failure here is this row's
+    if runs.in_progress:
+        raise InProgress(
+            "its run is being logged now (by its job or another sync); sync again in a few minutes"
+        )
+    run_id = runs.closed or log_row(result, tracking)  # a failure here is this row's
     updated = dataclasses.replace(result, mlflow_run_id=run_id)
     write_atomic(path, pa.Table.from_pylist([dataclasses.asdict(updated)], schema=SCHEMA))
     return run_id
@@ -85,6 +95,9 @@ def main(argv: list[str] | None = None) -> int:
             )
             failed += 1
             break
+        except InProgress as exc:
+            failed += 1
+            print(f"jacbench: {path}: not logged: {exc}", file=sys.stderr)
         except OSError as exc:  # the run is logged; the next sync finds it by job id
             failed += 1
             print(f"jacbench: {path}: run id not written ({one_line(exc)})", file=sys.stderr)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import logging
 import os
@@ -52,32 +53,50 @@ def record(
     fallback: Path,
     parent_run_id: str = "",
 ) -> tuple[Result, Path | None]:
-    """MLflow first (to learn the run id), then the parquet row, which is written even when
-    tracking is down; what is said about a tracking failure comes after the write, so it
-    never claims a row that was not written. A row the results folder cannot take is kept in
-    ``fallback`` (or printed in full): returns where the row is (None: nowhere on disk)."""
-    run_id, tracking_failed = "", ""
-    if cfg.mlflow.enabled:
-        tracking = Tracking.resolve(launch_dir, cfg.mlflow.tracking_uri, cfg.mlflow.experiment)
-        try:
-            run_id = log_row(result, tracking, parent_run_id)
-        except Exception as exc:
-            reason = " ".join(str(exc).split())[:600]
-            tracking_failed = (
-                f"MLflow tracking failed ({tracking.uri}): {type(exc).__name__}: {reason}"
-            )
-    result = dataclasses.replace(result, mlflow_run_id=run_id)
+    """The parquet row first (the source of truth), then its MLflow run, whose id is written
+    back into the row: a kill in between leaves a row that ``python -m jacbench.sync`` matches
+    to its run by job id, never a run without a row. A row the results folder cannot take is
+    kept in ``fallback`` (or printed in full): returns where the row is (None: not on disk)."""
     folder = results_dir(cfg, launch_dir)
-    if tracking_failed:
-        console.print(f"[bold yellow]{tracking_failed}[/]")
     try:
         path: Path | None = write_result(result, folder)
     except OSError as exc:
-        return result, keep_unwritten(result, folder, exc, fallback)
-    if tracking_failed:
-        console.print(f"[yellow]the parquet row is written (mlflow_run_id empty): {path}[/]")
+        path = keep_unwritten(result, folder, exc, fallback)
+    if cfg.mlflow.enabled:
+        result = track(result, cfg, launch_dir, console, parent_run_id, path)
     log.info("recorded %s (%s) in %s", result.job_id, result.status, path)
     return result, path
+
+
+def track(
+    result: Result,
+    cfg: DictConfig,
+    launch_dir: Path,
+    console: Console,
+    parent_run_id: str,
+    path: Path | None,
+) -> Result:
+    """Log the job's MLflow run and write its id into the row at ``path``."""
+    tracking = Tracking.resolve(launch_dir, cfg.mlflow.tracking_uri, cfg.mlflow.experiment)
+    try:
+        run_id = log_row(result, tracking, parent_run_id)
+    except Exception as exc:
+        reason = " ".join(str(exc).split())[:600]
+        console.print(
+            f"[bold yellow]MLflow tracking failed ({tracking.uri}): {type(exc).__name__}: "
+            f"{reason}[/]"
+        )
+        if path is not None:
+            console.print(
+                f"[yellow]the parquet row is written (mlflow_run_id empty; python -m "
+                f"jacbench.sync logs it once tracking is back): {path}[/]"
+            )
+        return result
+    result = dataclasses.replace(result, mlflow_run_id=run_id)
+    if path is not None:
+        with contextlib.suppress(OSError):  # the run carries the job id: sync finds it
+            write_result(result, path.parent)
+    return result
 
 
 def thread_cap() -> int | None:
