@@ -40,3 +40,12 @@ class MixesBatch(nn.Module):
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         return x - x.mean(0, keepdim=True) if x.dim() > 1 else torch.zeros_like(x)
+
+
+class RaisesMarkup(nn.Module):
+    """Fails with markup in its message, as an error echoing user data may."""
+
+    input_shape = (4,)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        raise ValueError("<script>alert(1)</script> is not a number")

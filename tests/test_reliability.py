@@ -270,3 +270,33 @@ def test_killing_the_first_mlflow_db_creation_leaves_no_db_or_a_complete_one(tmp
     proc = subprocess.Popen([sys.executable, "-c", code])  # a first run to its end
     watch(proc, 300)
     assert proc.wait() == 0 and schema_version(path) == head
+
+
+HOSTILE = "<img src=x onerror=alert(1)>"
+
+
+def test_user_text_is_escaped_where_markdown_is_rendered(launch, tmp_path):
+    """Issue 32: report.md kept `<script>` and `<img onerror>` from model names and error
+    messages raw, and a live `<img src="x">` survived in MLflow's parent description and a
+    job's note."""
+    code, _, printed = launch(
+        "-m", f"model.name='{HOSTILE}'", "strategy=jacrev,fd_central", mlflow=True
+    )
+    assert code == 0, printed
+    code, _, printed = launch("model=custom", "model._target_=bad_models.RaisesMarkup", mlflow=True)
+    assert code == 1, printed
+    (report,) = tmp_path.glob("multirun/*/*/report/report.md")
+    from mlflow.tracking import MlflowClient
+
+    parents, _ = mlflow_runs(f"sqlite:///{tmp_path / 'mlflow.db'}")
+    (failed,) = MlflowClient(f"sqlite:///{tmp_path / 'mlflow.db'}").search_runs(
+        ["1"], "attributes.status = 'FAILED'"
+    )
+    rendered = {
+        "report.md": report.read_text(),
+        "the parent's description": parents[0].data.tags["mlflow.note.content"],
+        "the failed job's note": failed.data.tags["mlflow.note.content"],
+    }
+    assert "img src=x" in rendered["report.md"] and "script" in rendered["the failed job's note"]
+    for where, text in rendered.items():
+        assert "<img src=x" not in text and "<script" not in text, where

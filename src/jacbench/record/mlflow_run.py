@@ -20,6 +20,7 @@ from pathlib import Path
 from typing import Any, TypeVar
 
 from jacbench.core.enums import Status
+from jacbench.record.markdown import markdown_safe
 from jacbench.record.mlflow_db import ready_store
 from jacbench.record.mlflow_view import (
     CHARTS_KEY,
@@ -318,7 +319,7 @@ def log_result(
         "status": result.status,
         "timing_warning": result.timing_warning[:5000],
         "error_message": result.error_message[:5000],
-        "mlflow.note.content": result.error_message[:5000],
+        "mlflow.note.content": markdown_safe(result.error_message[:5000]),
         "torch_version": result.torch_version,
         "device_name": result.device_name,
         "git_commit": result.git_commit,
@@ -527,7 +528,8 @@ def finish_parent_run(tracking: Tracking, run_id: str, outcome: ParentOutcome) -
             _retry(lambda: client.log_table(run_id, outcome.table, "summary_table.json"))
         except Exception as exc:
             left_out.append(f"summary_table.json: {type(exc).__name__}: {exc}")
-    note = f"**{outcome.reason}**\n\n{outcome.description}" if outcome.reason else ""
+    reason = markdown_safe(outcome.reason)  # an exception's text: user input may be in it
+    note = f"**{reason}**\n\n{outcome.description}" if outcome.reason else ""
     tags = {
         **outcome.tags,
         "mlflow.note.content": note or outcome.description,

@@ -13,6 +13,7 @@ from dataclasses import dataclass, field
 
 import pandas as pd
 
+from jacbench.record.markdown import markdown_safe
 from jacbench.report.analysis import RULE, Recommendation, recommend
 from jacbench.report.display import factor_text, time_text
 from jacbench.report.problems import DEFAULT_STRATEGY, latest_ok, normalise, problems
@@ -148,4 +149,4 @@ def overview(
         tags["recommended_with_alternative"] = ", ".join(dict.fromkeys(alternatives))[:5000]
     if speedups:
         tags[f"speedup_vs_{DEFAULT_STRATEGY}"] = ", ".join(speedups)
-    return Overview("\n".join(lines) + "\n", tags)
+    return Overview(markdown_safe("\n".join(lines) + "\n"), tags)

@@ -6,10 +6,12 @@ import base64
 import html
 from pathlib import Path
 
+from jacbench.record.markdown import markdown_safe
+
 
 def markdown_table(header: list[str], lines: list[list[str]]) -> str:
     def row(cells: list[str]) -> str:
-        return "| " + " | ".join(str(c).replace("|", "\\|") for c in cells) + " |"
+        return "| " + " | ".join(markdown_safe(c).replace("|", "\\|") for c in cells) + " |"
 
     return "\n".join([row(header), row(["---"] * len(header)), *map(row, lines)])
 
@@ -36,7 +38,7 @@ class Document:
     """Builds the markdown and the HTML versions of one report side by side."""
 
     def __init__(self, title: str) -> None:
-        self.md = [f"# {title}", ""]
+        self.md = [f"# {markdown_safe(title)}", ""]
         self.html = [
             f"<!doctype html><html><head><meta charset='utf-8'><title>"
             f"{html.escape(title)}</title><style>{STYLE}</style></head><body>",
@@ -44,15 +46,15 @@ class Document:
         ]
 
     def heading(self, text: str, level: int = 2) -> None:
-        self.md += [f"{'#' * level} {text}", ""]
+        self.md += [f"{'#' * level} {markdown_safe(text)}", ""]
         self.html.append(f"<h{level}>{html.escape(text)}</h{level}>")
 
     def paragraph(self, text: str) -> None:
-        self.md += [text, ""]
+        self.md += [markdown_safe(text), ""]
         self.html.append(f"<p>{html.escape(text).replace('**', '')}</p>")
 
     def bullets(self, items: list[str]) -> None:
-        self.md += [*(f"- {item}" for item in items), ""]
+        self.md += [*(f"- {markdown_safe(item)}" for item in items), ""]
         self.html.append(
             "<ul>"
             + "".join(f"<li>{html.escape(i).replace('**', '')}</li>" for i in items)
@@ -67,7 +69,8 @@ class Document:
         """A PNG shown ``width`` CSS px wide: the size its labels were chosen for (a
         browser would otherwise show it at its pixel width, or squeeze it to the page)."""
         alt = html.escape(caption, quote=True)
-        self.md += [f'<img src="{path.name}" width="{width}" alt="{alt}">', "", f"*{caption}*", ""]
+        shown = markdown_safe(caption)
+        self.md += [f'<img src="{path.name}" width="{width}" alt="{alt}">', "", f"*{shown}*", ""]
         data = base64.b64encode(path.read_bytes()).decode()
         self.html.append(
             f"<figure><img alt='{alt}' width='{width}' "
