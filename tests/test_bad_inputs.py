@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from conftest import clean_env
+from conftest import clean_env, half_made_db
 from jacbench.core.interrupt import raise_if_interrupt
 from jacbench.core.registry import load_registry
 from jacbench.record.parquet import read_results
@@ -41,6 +41,11 @@ BEFORE_THE_JOB = {  # refused while composing or checking the config: no row
     "wrong-type": (["timing.threads=abc"], ["timing.threads: Value 'abc'"]),
     "empty-results-dir": (["results_dir="], ["results_dir= is empty", "default: results"]),
     "broken-yaml": (["model=broken"], ["not valid YAML", "broken.yaml, line 3"]),
+    # issue 32: Hydra's own errors here named neither the input nor what to do
+    "group-null": (["dtype=null"], ["dtype=null: dtype needs one of its choices: bfloat16"]),
+    "group-list": (["strategy=[jacrev,jacfwd]"], ["a job takes one strategy", "-m strategy="]),
+    "unquoted": (["model.name=a\U0001f600b"], ["model.name=a", "quote a value", "my model"]),
+    "line-break": (["model.name=a\nb"], ["quote a value"]),
 }
 IN_THE_JOB = {  # the job is recorded as failed, with the same line
     "shape-abc": (["model.input_shape=abc"], "model.input_shape must be a list of positive"),
@@ -48,6 +53,11 @@ IN_THE_JOB = {  # the job is recorded as failed, with the same line
     "shape-negative": (["model.input_shape=[-3,-2]"], "got [-3, -2]"),
     "batch-zero": (["model.batch=0"], "model.batch must be a positive integer"),
     "wrt": (["model.wrt=weights"], "unknown wrt 'weights'; valid choices: input, params"),
+    # issue 32: an OverflowError that named no key; a raw allocation failure; accepted
+    "seed-overflow": (["seed=99999999999999999999999"], "seed=9999999999999999999999"),
+    "input-too-large": (["model.input_shape=[1000000,1000000]"], "before any Jacobian"),
+    "cpu-index": (["device.name=cpu:3"], "unsupported device 'cpu:3'; valid devices: cpu"),
+    "max-entries": (["jacobian_max_entries=-1"], "jacobian_max_entries=-1: must be an integer"),
     "appended-option": (
         ["strategy=fd_central", "+strategy.epss=1"],
         "strategy 'fd_central' has no option(s) epss; valid options: eps",
@@ -84,6 +94,11 @@ SWEEP_WIDE = {  # refused before the first job of a sweep
         ["hydra.launcher.n_jobs=0", "-1 for one per core"],
     ),
     "sweep-results-dir": (["-m", "results_dir= "], ["results_dir= is empty"]),
+    "max-batch-size": (
+        ["-m", "hydra.sweeper.max_batch_size=0"],
+        ["hydra.sweeper.max_batch_size=0: must be a positive number"],
+    ),
+    "no-jobs": (["-m", "strategy=glob(nomatch*)"], ["no jobs", "glob(nomatch*) matches no"]),
 }
 
 
@@ -123,6 +138,46 @@ def test_bad_sweep_input_is_refused_before_any_job(launch, tmp_path, case):
     args, expected = SWEEP_WIDE[case]
     assert_one_clear_line(*launch(*args, "report=false"), *expected)
     assert not (tmp_path / "results").exists()
+
+
+TRACKING = {  # issue 32: each ended in a yellow warning (raw SQL) and exit 0
+    "empty-experiment": (["mlflow.experiment="], ["mlflow.experiment is empty", "jacbench"]),
+    "unknown-store": (["mlflow.tracking_uri=garbage://x"], ["no store for garbage://", "sqlite"]),
+}
+
+
+@pytest.mark.parametrize("case", sorted(TRACKING))
+@pytest.mark.parametrize("run", ["single", "sweep"])
+def test_tracking_that_cannot_work_is_refused_before_measuring(launch, tmp_path, case, run):
+    args, expected = TRACKING[case]
+    sweep = ["-m", "report=false"] if run == "sweep" else []
+    assert_one_clear_line(*launch(*sweep, *args, mlflow=True), *expected)
+    assert not list(tmp_path.rglob("*.parquet"))
+
+
+def test_tracking_that_fails_anyway_exits_1_with_the_row_written(launch, tmp_path):
+    """A read-only or broken database fails only when the run is logged: the row is kept."""
+    half_made_db(tmp_path / "mlflow.db")
+    for args in (["strategy=jacrev"], ["-m", "strategy=jacrev,jacfwd", "report=false"]):
+        code, lines, printed = launch(*args, mlflow=True)
+        assert code == 1 and "Traceback" not in printed, printed
+        assert any("MLflow tracking failed" in line for line in lines), printed
+    assert len(read_results(tmp_path / "results")) == 2  # the sweep reused jacrev's row
+
+
+def test_an_analysis_that_returns_no_text_fails_the_sweep(launch):
+    code, lines, printed = launch("-m", "analysis=builtins:len", "report=false")
+    assert code == 1 and "Traceback" not in printed, printed
+    assert any("returned a int, not the text of an answer" in line for line in lines), printed
+
+
+def test_a_name_too_long_for_mlflow_still_gets_its_run(launch, tmp_path):
+    from conftest import mlflow_runs
+
+    code, _, printed = launch("-m", f"model.name={'m' * 600}", "report=false", mlflow=True)
+    assert code == 0, printed
+    _, (child,) = mlflow_runs(f"sqlite:///{tmp_path / 'mlflow.db'}")
+    assert len(child.info.run_name) == 500 and child.info.run_name.endswith("...")
 
 
 def test_a_bad_value_inside_a_sweep_is_a_failed_record_and_exit_1(launch, tmp_path):

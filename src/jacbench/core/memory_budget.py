@@ -10,6 +10,7 @@ method that bounds the reference's uncertainty, and the comparison's float64 tem
 from __future__ import annotations
 
 import dataclasses
+import math
 import os
 import resource
 from dataclasses import dataclass
@@ -111,6 +112,21 @@ def available_cpu_memory() -> int | None:
 
 def _gib(n: float) -> str:
     return f"{n / GIB:.3g} GiB"
+
+
+def check_input_fits(name: str, shape: tuple[int, ...], batch: int, dtype: torch.dtype) -> None:
+    """The model's input (drawn in float64, then cast) must fit before it is drawn: torch's
+    own refusal is a raw ``can't allocate memory ... 80000000000 bytes``."""
+    numel = math.prod(shape) * batch
+    need = numel * (8 + dtype.itemsize)
+    room = available_cpu_memory()
+    if room is not None and need > room:
+        raise ConfigError(
+            f"not run: model {name!r}: an input of shape {list(shape)}"
+            + (f" x {batch} points" if batch > 1 else "")
+            + f" needs about {_gib(need)} of memory before any Jacobian, but {_gib(room)} "
+            "are available; use a smaller input_shape or batch"
+        )
 
 
 def check_fits(

@@ -20,6 +20,7 @@ import torch
 from torch import nn
 
 from jacbench.core.errors import ConfigError
+from jacbench.core.memory_budget import check_input_fits
 from jacbench.core.model_checks import check_batched, first_output
 from jacbench.core.params import FlatParams
 
@@ -270,6 +271,7 @@ def build_problem(
     if shape is None:
         raise ConfigError(f"model {name!r} needs input_shape (e.g. model.input_shape=[8])")
     shape = _positive_ints(f"model {name!r}: input_shape", shape)  # the module's attribute
+    check_input_fits(name, shape, keys.batch, dtype)
     # jacbench owns this module: evaluation mode, and no graph kept to its parameters
     module = module.to(device=device, dtype=dtype).eval().requires_grad_(False)
     # The point is drawn in float64 and rounded once, so every dtype sees the same point.

@@ -267,7 +267,14 @@ def run_name(result: Result) -> str:
     """Short, the distinguishing part first: the strategy, then dtype, model and device."""
     device = "" if result.device == "cpu" else f" {result.device}"
     dtype = SHORT_DTYPES.get(result.dtype, result.dtype)
-    return f"{result.strategy} {dtype} {result.model}{device}"
+    return capped(f"{result.strategy} {dtype} {result.model}{device}")
+
+
+MAX_NAME_LEN = 500  # MLflow refuses longer run and dataset names (and then logs no run)
+
+
+def capped(name: str) -> str:
+    return name if len(name) <= MAX_NAME_LEN else name[: MAX_NAME_LEN - 3] + "..."
 
 
 def _log_problem(tracking: Tracking, run_id: str, result: Result) -> None:
@@ -288,7 +295,7 @@ def _log_problem(tracking: Tracking, run_id: str, result: Result) -> None:
     source = json.dumps({"model_options": result.model_options, "seed": result.seed})
     digest = hashlib.sha256((source + json.dumps(profile)).encode()).hexdigest()[:8]
     dataset = Dataset(
-        name=problem_name(result),
+        name=capped(problem_name(result)),
         digest=digest,
         source_type="code",
         source=source,

@@ -25,7 +25,12 @@ from jacbench.record.unwritten import keep_unwritten
 from jacbench.report.display import make_console, print_result
 from jacbench.run.claims import claimed
 from jacbench.run.config import conf_dir, config_hash, register_configs
-from jacbench.run.inputs import check_results_dir, refusing
+from jacbench.run.inputs import (
+    check_group_overrides,
+    check_results_dir,
+    check_tracking,
+    refusing,
+)
 from jacbench.run.launchers import launcher_kind
 from jacbench.run.orphans import exit_with
 from jacbench.run.resume import count_as_done
@@ -82,21 +87,28 @@ def track(
         run_id = log_row(result, tracking, parent_run_id)
     except Exception as exc:
         reason = " ".join(str(exc).split())[:600]
-        console.print(
-            f"[bold yellow]MLflow tracking failed ({tracking.uri}): {type(exc).__name__}: "
-            f"{reason}[/]"
+        kept = (
+            f"the parquet row is written (mlflow_run_id empty): {path}; python -m jacbench.sync "
+            "logs it once tracking is back"
+            if path is not None
+            else "no run logged"
         )
-        if path is not None:
-            console.print(
-                f"[yellow]the parquet row is written (mlflow_run_id empty; python -m "
-                f"jacbench.sync logs it once tracking is back): {path}[/]"
-            )
+        print(
+            f"jacbench: MLflow tracking failed ({tracking.uri}): {type(exc).__name__}: "
+            f"{reason}; {kept} (mlflow.enabled=false runs without tracking)",
+            file=sys.stderr,
+        )
         return result
     result = dataclasses.replace(result, mlflow_run_id=run_id)
     if path is not None:
         with contextlib.suppress(OSError):  # the run carries the job id: sync finds it
             write_result(result, path.parent)
     return result
+
+
+def untracked(result: Result, cfg: DictConfig) -> bool:
+    """Tracking was asked for and the job has no MLflow run (its failure was said)."""
+    return bool(cfg.mlflow.enabled) and not result.mlflow_run_id
 
 
 def thread_cap() -> int | None:
@@ -136,7 +148,10 @@ def run_in_sweep(cfg: DictConfig, sweep: SweepState, launch_dir: Path, console: 
     if path is None:  # printed in full (and in its MLflow run): the summary counts it missing
         return
     try:
-        done = sweep.mark_job(num, job_record(num, path, result.status, resumed=False))
+        noted = job_record(
+            num, path, result.status, resumed=False, untracked=untracked(result, cfg)
+        )
+        done = sweep.mark_job(num, noted)
     except OSError as exc:  # the row is written; only this sweep's count of it is not
         print(f"jacbench: job {num}: could not note it in {sweep.folder} ({exc})", file=sys.stderr)
         return
@@ -161,11 +176,12 @@ def run(cfg: DictConfig) -> None:
         return
     with refusing():
         check_results_dir(cfg.results_dir)
+        check_tracking(cfg.mlflow)
     measured = execute(cfg, REGISTRY)
     fallback = Path(HydraConfig.get().runtime.output_dir)
     result, path = record(measured, cfg, launch_dir, console, fallback)
     print_result(result, console, with_reason=result.ok)  # a failure's reason: the line below
-    if path is None or path.parent == fallback:  # not in the results folder: said above
+    if path is None or path.parent == fallback or untracked(result, cfg):  # said above
         raise SystemExit(1)
     if not result.ok:
         print(f"jacbench: {result.status}: {result.error_message}", file=sys.stderr)
@@ -183,6 +199,7 @@ def main() -> None:
     skipped its end-of-sweep callback. A sweep exits 1 when any job failed. Bad input and
     Ctrl-C end in one line, never a traceback."""
     with reported(INTERRUPTED), watched():
+        check_group_overrides(sys.argv[1:], conf_dir())
         stopped_by = ""
         try:
             run()

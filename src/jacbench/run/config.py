@@ -122,9 +122,17 @@ def resolve_device(name: str) -> torch.device:
             )
         if device.index is not None and device.index >= torch.cuda.device_count():
             raise ConfigError(f"device={name}: only {torch.cuda.device_count()} GPU(s) visible")
-    elif device.type != "cpu":
+    elif device.type != "cpu" or device.index not in (None, 0):  # cpu:3 would mean cpu
         raise ConfigError(f"unsupported device {name!r}; valid devices: cpu, cuda, cuda:<index>")
     return device
+
+
+def _bounded(key: str, value: Any, low: int, high: int) -> int:
+    """An integer setting within [low, high], or one ConfigError naming it."""
+    number = int(value)
+    if not low <= number <= high:
+        raise ConfigError(f"{key}={value}: must be an integer from {low} to {high}")
+    return number
 
 
 @dataclass(frozen=True)
@@ -180,7 +188,7 @@ def make_job(cfg: DictConfig, registry: Registry) -> JobSpec:
         dtype=parse_dtype(cfg.dtype.name),
         device=resolve_device(cfg.device.name),
         timing=TimingConfig(**_container(cfg.timing)),
-        seed=int(cfg.seed),
+        seed=_bounded("seed", cfg.seed, 0, 2**63 - 1),  # torch.manual_seed's range
         config_hash=config_hash(cfg),
-        jacobian_max_entries=int(cfg.jacobian_max_entries),
+        jacobian_max_entries=_bounded("jacobian_max_entries", cfg.jacobian_max_entries, 0, 2**62),
     )

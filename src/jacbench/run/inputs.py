@@ -71,10 +71,47 @@ def load_analysis(spec: str) -> Callable[..., str]:
     return fn
 
 
-def check_sweep(config: Any) -> None:
-    """Everything a sweep can check before its first job."""
+TRACKING_SCHEMES = ("sqlite", "http", "https", "file", "postgresql", "mysql", "mssql")
+
+
+def check_tracking(mlflow: Any) -> None:
+    """What MLflow would refuse only once the first run is logged, after the measurement:
+    an empty experiment name, a tracking URI of no store it knows."""
+    if not mlflow.get("enabled"):
+        return
+    if not str(mlflow.get("experiment") or "").strip():
+        raise ConfigError(
+            "mlflow.experiment is empty; give an experiment name (default: jacbench), or "
+            "mlflow.enabled=false to run without tracking"
+        )
+    uri = str(mlflow.get("tracking_uri") or "")
+    scheme = uri.partition(":")[0].split("+")[0] if "://" in uri else ""
+    if scheme and scheme not in TRACKING_SCHEMES and not scheme.startswith("databricks"):
+        raise ConfigError(
+            f"mlflow.tracking_uri={uri}: MLflow has no store for {scheme}://; valid: "
+            "sqlite:///path/mlflow.db, http(s)://host:port (a tracking server), file:/path, "
+            "postgresql://, mysql://, mssql://, databricks"
+        )
+
+
+def check_sweep(config: Any, jobs: int) -> None:
+    """Everything a sweep of ``jobs`` jobs can check before its first job."""
     check_results_dir(config.get("results_dir"))
+    check_tracking(config.mlflow)
     check_launcher(config.hydra.get("launcher"))
+    batch = config.hydra.sweeper.get("max_batch_size")
+    if batch is not None and int(batch) < 1:
+        raise ConfigError(
+            f"hydra.sweeper.max_batch_size={batch}: must be a positive number of jobs launched "
+            "at once, or null (all at once)"
+        )
+    if jobs == 0:
+        globs = [o for o in config.hydra.overrides.task if "glob(" in o]
+        raise ConfigError(
+            "the sweep has no jobs: "
+            + (f"{', '.join(globs)} matches no choice" if globs else "an override has no values")
+            + "; python -m jacbench --help lists the choices of each group"
+        )
     if config.get("analysis"):
         load_analysis(str(config.analysis))
 
@@ -87,3 +124,23 @@ def refusing() -> Iterator[None]:
         yield
     except ConfigError as exc:
         raise LaunchRefused(str(exc)) from exc
+
+
+def check_group_overrides(overrides: list[str], conf: Path) -> None:
+    """``dtype=null`` or ``strategy=[jacrev,jacfwd]`` on a config group: Hydra's own errors
+    ("Config group override must be a string", "Merge error: jacfwd_options is not a
+    subclass...") name neither the input nor what to do."""
+    for override in overrides:
+        key, sep, value = override.partition("=")
+        group = key.lstrip("+~")
+        if not sep or "." in group or "/" in group or not (conf / group).is_dir():
+            continue
+        choices = ", ".join(sorted(p.stem for p in (conf / group).glob("*.yaml")))
+        value = value.strip()
+        if value in ("null", ""):
+            raise ConfigError(f"{override}: {group} needs one of its choices: {choices}")
+        if value.startswith("["):
+            raise ConfigError(
+                f"{override}: a job takes one {group}; to run several, sweep them: "
+                f"python -m jacbench -m {group}={value.strip('[]')}"
+            )

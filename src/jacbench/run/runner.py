@@ -191,7 +191,9 @@ def execute(cfg: DictConfig, registry: Registry, thread_cap: int | None = None) 
         job = make_job(cfg, registry)
     except ConfigError as exc:
         failed = Outcome(Status.FAILED, str(exc).splitlines()[0])
-        identity = {"config_hash": config_hash(cfg), "seed": int(cfg.get("seed", 0))}
+        seed = int(cfg.get("seed", 0))
+        seed = seed if 0 <= seed < 2**63 else 0  # out of the int64 column: its error names it
+        identity = {"config_hash": config_hash(cfg), "seed": seed}
         return combine({**labels, **identity, "torch_version": torch.__version__}, [failed])
     if thread_cap is not None and job.timing.threads > thread_cap:
         job = dataclasses.replace(job, timing=dataclasses.replace(job.timing, threads=thread_cap))

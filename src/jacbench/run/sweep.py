@@ -140,14 +140,15 @@ _OPEN: SweepState | None = None  # the sweep opened by this (launching) process
 def open_sweep(config: DictConfig) -> SweepState:
     global _OPEN
     with refusing():  # a bad input stops the sweep here, before any job or MLflow run
-        check_sweep(config)
+        jobs = count_jobs(config)
+        check_sweep(config, jobs)
     launch_dir = Path.cwd()
     overrides = list(config.hydra.overrides.task)
     sweep_dir = (launch_dir / str(config.hydra.sweep.dir)).resolve()
     state = SweepState(
         new_sweep_id(),
         str(sweep_dir),
-        count_jobs(config),
+        jobs,
         overrides,
         None,
         config.get("analysis"),
@@ -269,6 +270,15 @@ def summarise(state: SweepState, console: Any) -> ParentOutcome:
     summary_path = Path(state.sweep_dir) / "summary.parquet"
     not_written = write_summary(summary_path, rows)
     aside = unwritten_rows(state, records.values())
+    untracked = sorted(r["job_num"] for r in records.values() if r.get("untracked"))
+    if untracked:
+        aside = "; ".join(filter(None, [aside, f"{len(untracked)} job(s) without an MLflow run"]))
+        print(
+            f"jacbench: {len(untracked)} job(s) ({', '.join(map(str, untracked))}) have no "
+            "MLflow run (tracking failed, said above): python -m jacbench.sync logs them once "
+            "tracking is back",
+            file=sys.stderr,
+        )
     counts = {s.value: int((rows["status"] == s).sum()) if len(rows) else 0 for s in Status}
     n_resumed = int(rows["resumed"].sum()) if len(rows) else 0
     if records:
@@ -290,7 +300,8 @@ def summarise(state: SweepState, console: Any) -> ParentOutcome:
         from jacbench.run.side_by_side import retime_top
 
         rows, retimed = retime_top(rows, load_registry())
-        answer = answer_experiment(state, rows, console, retimed)
+        answer, answered = answer_experiment(state, rows, console, retimed)
+        failed = failed or not answered
         artifacts.append(Path(state.sweep_dir) / "answer.md")
     images: dict[str, Path] = {}
     job_images: dict[str, Path] = {}
@@ -401,15 +412,24 @@ def reused_note(rows: Any) -> str:
 
 def answer_experiment(
     state: SweepState, rows: Any, console: Any, retimed: list[str] | None = None
-) -> str:
+) -> tuple[str, bool]:
     """Run the experiment's analysis on the recorded rows (the top candidates re-timed side
     by side, ``retimed`` saying which); print it and save it as answer.md (a fenced block, so
-    markdown viewers keep its columns); returns the answer."""
+    markdown viewers keep its columns); returns the answer and whether the analysis gave one."""
     path = Path(state.sweep_dir) / "answer.md"
     try:
         answer = load_analysis(str(state.analysis))(rows)
+        answered = isinstance(answer, str)
     except Exception as exc:
         answer = f"The analysis {state.analysis} could not answer: {type(exc).__name__}: {exc}"
+        answered = False
+        print(f"jacbench: {' '.join(answer.split())[:300]}", file=sys.stderr)
+    if not isinstance(answer, str):
+        answer = (
+            f"The analysis {state.analysis} returned a {type(answer).__name__}, not the text "
+            "of an answer: an analysis takes the sweep's rows and returns a str"
+        )
+        print(f"jacbench: {answer}", file=sys.stderr)
     answer = answer.rstrip() + reused_note(rows)
     if retimed:
         answer += "\n\nTimed again side by side before naming a winner:\n" + "\n".join(
@@ -421,7 +441,7 @@ def answer_experiment(
         write_atomic(path, f"{title}\n\n```text\n{answer.rstrip()}\n```\n")
     except OSError as exc:  # e.g. a full disk: the answer is on screen and in the parent run
         print(f"jacbench: could not write {path} ({exc.strerror or exc})", file=sys.stderr)
-    return answer
+    return answer, answered
 
 
 def launching_sweep() -> SweepState | None:
@@ -448,12 +468,15 @@ class SweepCallback(Callback):
             close_sweep(_OPEN)
 
 
-def job_record(num: int, result_file: Path, status: str, resumed: bool) -> dict[str, Any]:
+def job_record(
+    num: int, result_file: Path, status: str, resumed: bool, untracked: bool = False
+) -> dict[str, Any]:
     return {
         "job_num": num,
         "result_file": str(result_file),
         "status": status,
         "resumed": resumed,
+        "untracked": untracked,  # tracking was on and failed: the sweep exits 1
         "finished_at": datetime.now(timezone.utc).isoformat(),
         "pid": os.getpid(),
     }

@@ -61,6 +61,13 @@ def one_line(exc: BaseException) -> str:
         if isinstance(cause, yaml.YAMLError):
             return _yaml(cause)
     text = _flat(str(exc).split("Config search path")[0])
+    if text.startswith("LexerNoViableAltException:"):  # Hydra's override parser, via ANTLR
+        override = text.removeprefix("LexerNoViableAltException:").split(" ^ ")[0].strip()
+        return (
+            f"cannot read the override {override!r}: quote a value holding spaces, line breaks "
+            "or characters other than letters, digits and _-./, e.g. 'model.name=\"my model\"' "
+            "(https://hydra.cc/docs/advanced/override_grammar/basic)"
+        )
     if type(exc).__module__.startswith(("hydra", "omegaconf")):
         return text  # Hydra's own messages already name the input (and list the choices)
     return f"{type(exc).__name__}: {text} (set {FULL_ERROR}=1 for the traceback)"
