@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import itertools
 import json
 import subprocess
 import sys
@@ -28,8 +29,10 @@ def frame(*results) -> pd.DataFrame:
     return pd.DataFrame([r.__dict__ for r in results])
 
 
+JOB_IDS = itertools.count()  # each hand-built row its own job, as real rows are
+
+
 def job(strategy: str, seconds: float, ok: bool = True, **changes):
-    n = len(strategy) + int(seconds * 1e6) + len(json.dumps(changes, default=str))
     return make_result(
         strategy=strategy,
         time_median_s=seconds,
@@ -37,7 +40,7 @@ def job(strategy: str, seconds: float, ok: bool = True, **changes):
         within_tol=ok,
         config_hash=f"{strategy}-{changes.get('dtype', 'float32')}-"
         f"{changes.get('n_in', 3)}-{changes.get('strategy_options', '')}",
-        job_id=f"{n:016d}",
+        job_id=f"{next(JOB_IDS):016d}",
         **changes,
     )
 
@@ -293,3 +296,51 @@ def test_report_help_says_what_it_writes_and_what_it_reads(capsys):
     text = " ".join(capsys.readouterr().out.split())
     for said in ("report.md", "report.html", "PNG and SVG", "multirun/<date>/<time>/"):
         assert said in text, said
+
+
+def _one_row(path: Path, **changes) -> None:
+    table = pa.Table.from_pylist([{**vars(make_result()), **changes}])
+    pq.write_table(table, path)
+
+
+@pytest.mark.parametrize(
+    ("changes", "said"),
+    [
+        ({"time_median_s": float("nan")}, "an ok row without a time"),
+        ({"time_median_s": -1.0}, "time_median_s is -1.0"),
+        ({"time_iqr_s": -1.0}, "time_iqr_s is negative"),
+        ({"status": "weird"}, "status 'weird' is not one of failed, ok, skipped"),
+        ({"drop_times": True}, "an ok row without a time"),
+    ],
+)
+def test_a_row_the_report_cannot_use_is_named_and_skipped(tmp_path, capsys, changes, said):
+    """Issue 32: each of these valid-parquet rows gave a traceback (`--compare` too)."""
+    for folder in ("before", "after"):
+        results = tmp_path / folder
+        write_result(make_result(strategy="jacfwd", job_id=f"{folder}-good"), results)
+        bad = {k: v for k, v in changes.items() if k != "drop_times"}
+        _one_row(results / "bad.parquet", job_id=f"{folder}-bad", **bad)
+        if "drop_times" in changes:
+            table = pq.read_table(results / "bad.parquet")
+            kept = [c for c in table.column_names if not c.startswith("time_")]
+            pq.write_table(table.select(kept), results / "bad.parquet")
+    assert report_main([str(tmp_path / "after"), "--out", str(tmp_path / "report")]) == 0
+    assert said in capsys.readouterr().err
+    assert "jacfwd" in (tmp_path / "report" / "report.md").read_text()  # the good row
+    args = ["--compare", str(tmp_path / "before"), str(tmp_path / "after")]
+    assert report_main([*args, "--out", str(tmp_path / "cmp")]) == 0
+    assert said in capsys.readouterr().err
+
+
+def test_foreign_files_and_copies_are_not_counted_as_jobs(tmp_path, capsys):
+    results = tmp_path / "results"
+    path = write_result(make_result(), results)
+    for copy in range(2):
+        (results / f"copy{copy}.parquet").write_bytes(path.read_bytes())
+    pq.write_table(pa.table({"a": [1, 2], "b": [3, 4]}), results / "foreign.parquet")
+    assert report_main([str(results), "--out", str(tmp_path / "report")]) == 0
+    err = capsys.readouterr().err
+    assert "skipped 2 row(s), copies of a row already counted" in err
+    assert "foreign.parquet (not a jacbench result" in err
+    assert (results / ".quarantine" / "foreign.parquet").exists()
+    assert "1 recorded jobs" in (tmp_path / "report" / "report.md").read_text()

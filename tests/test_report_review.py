@@ -46,7 +46,7 @@ def before_setup(strategy: str, message: str, **changes):
         reference_method="",
         reference_uncertainty=None,
         device_name="",
-        job_id=f"{strategy}{len(message):>16}"[-16:],
+        job_id=f"{strategy}:{len(message)}",  # one job per strategy and message
         **changes,
     )
 

@@ -4,13 +4,16 @@ from __future__ import annotations
 
 import os
 import re
+import shutil
 import signal
 import subprocess
 import sys
 import time
+from pathlib import Path
 
 import pandas as pd
 import pytest
+from hydra.experimental.callback import Callback
 
 from conftest import NO_MLFLOW, NO_REPORT, QUICK, clean_env, mlflow_runs
 
@@ -231,3 +234,22 @@ def test_a_job_that_crashes_outside_measurement_still_gets_the_sweep_closed(cli,
     (summary_path,) = cli.summaries()
     assert len(pd.read_parquet(summary_path)) == 1
     assert "without a record" in proc.stdout
+
+
+class DeleteResults(Callback):
+    """Deletes results/ once the second job has recorded its row, as a user's rm -r would."""
+
+    def on_job_end(self, config, job_return, **kwargs) -> None:
+        if config.hydra.job.num == 1:
+            shutil.rmtree(Path(config.hydra.runtime.cwd) / "results")
+
+
+def test_rows_deleted_during_the_sweep_are_counted_missing_and_exit_1(launch):
+    """Issue 32: '4/6 jobs recorded ... 0 without a record', two wrong 'unreadable result
+    file' lines, exit 0."""
+    callback = f"+hydra.callbacks.rm._target_={__name__}.DeleteResults"
+    code, lines, printed = launch("-m", "strategy=jacrev,jacfwd,functional", callback)
+    assert code == 1 and "Traceback" not in printed, printed
+    assert any("job(s) 0, 1 were recorded and are gone" in line for line in lines), lines
+    assert "1/3 jobs recorded" in printed and "2 without a record" in printed, printed
+    assert "unreadable" not in printed

@@ -154,3 +154,19 @@ def test_a_job_id_with_a_quote_stops_only_its_own_row(tmp_path, monkeypatch, cap
     assert code == 1 and len(lines) == 1 and "cannot be searched for" in lines[0], printed
     assert "1 row(s) without an MLflow run now have one" in printed
     assert run_ids(tmp_path)["e" * 16] and not run_ids(tmp_path)["it's"]
+
+
+def test_a_foreign_row_is_named_not_a_traceback(tmp_path, monkeypatch, capsys):
+    """Issue 32: syncing a foreign file ended in 'NoneType' object has no attribute ..."""
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    (tmp_path / "results").mkdir()
+    row = {"status": "ok", "strategy": "jacrev", "model": "mine", "mlflow_run_id": ""}
+    pq.write_table(pa.Table.from_pylist([row]), tmp_path / "results" / "mine.parquet")
+    code, printed = run_sync(tmp_path, monkeypatch, capsys)
+    assert code == 1 and "Traceback" not in printed, printed
+    assert (
+        "mine.parquet: no MLflow run logged (ValueError: not a complete jacbench row: no "
+        "job_id, started_at)" in printed
+    )

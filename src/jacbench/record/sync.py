@@ -45,6 +45,9 @@ def sync_file(path: Path, tracking: Tracking) -> str:
     result = row_result(table)
     if result.mlflow_run_id:
         return ""
+    lacking = [name for name in ("job_id", "started_at") if not getattr(result, name)]
+    if lacking:
+        raise ValueError(f"not a complete jacbench row: no {', '.join(lacking)}")
     try:
         runs = logged_run(tracking, result.job_id)
     except UnsearchableJobId:

@@ -12,6 +12,7 @@ from jacbench.report import analysis, plots
 from jacbench.report.display import NOISY, NOISY_LEGEND
 from jacbench.report.problems import normalise, problems
 from jacbench.report.render import Document
+from jacbench.report.screen import screen
 
 CAPTIONS = {
     "time_per_strategy": (
@@ -30,6 +31,7 @@ def write_report(source: Path | pd.DataFrame, out: Path) -> list[Path]:
     """Write the report of a results folder (or of already-read rows) into ``out``;
     returns the files written. Never re-runs anything."""
     rows = read_results(Path(source)) if not isinstance(source, pd.DataFrame) else source
+    rows = screen(rows)
     out.mkdir(parents=True, exist_ok=True)
     doc = Document("jacbench report")
     if rows.empty:

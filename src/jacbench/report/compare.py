@@ -12,6 +12,7 @@ from jacbench.core.enums import Status
 from jacbench.record.parquet import read_results
 from jacbench.report.problems import PROBLEM_KEYS, normalise
 from jacbench.report.render import markdown_table
+from jacbench.report.screen import screen
 from jacbench.timing.rule import Basis, compare_intervals, interval_of
 
 MATCH_KEYS = [*PROBLEM_KEYS, "label"]
@@ -93,7 +94,7 @@ def compare(before: pd.DataFrame, after: pd.DataFrame) -> tuple[pd.DataFrame, fl
 
 
 def compare_report(before_dir: Path, after_dir: Path, out: Path) -> tuple[Path, str]:
-    pairs, geomean = compare(read_results(before_dir), read_results(after_dir))
+    pairs, geomean = compare(screen(read_results(before_dir)), screen(read_results(after_dir)))
     out.mkdir(parents=True, exist_ok=True)
     lines = [f"# jacbench compare: {before_dir} -> {after_dir}", ""]
     if pairs.empty:

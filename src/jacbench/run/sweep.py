@@ -260,6 +260,15 @@ def summarise(state: SweepState, console: Any) -> ParentOutcome:
     """Collect the jobs' rows, write the summary (and answer, report), print the table;
     returns what the parent run shows."""
     records = {r["job_num"]: r for r in state.job_records()}
+    gone = sorted(n for n, r in records.items() if not Path(r["result_file"]).exists())
+    if gone:  # e.g. results/ deleted while the sweep ran: counted without a record
+        print(
+            f"jacbench: the rows of job(s) {', '.join(map(str, gone))} were recorded and are "
+            f"gone from {state.results_dir} (deleted during the sweep?); run the same sweep "
+            "again to measure them again",
+            file=sys.stderr,
+        )
+        records = {n: r for n, r in records.items() if n not in gone}
     rows = read_files([Path(r["result_file"]) for r in records.values()])
     if len(rows):
         by_file = {r["result_file"]: r for r in records.values()}

@@ -1,0 +1,61 @@
+"""Rows a report cannot use are skipped and named, never a traceback: a result folder may
+hold hand-edited, foreign or repeated files (issue 32 found NaN medians, negative spreads,
+unknown statuses, older files without times and three copies of one row)."""
+
+from __future__ import annotations
+
+import math
+import sys
+from collections import defaultdict
+
+import pandas as pd
+
+from jacbench.core.enums import Status
+
+STATUSES = {s.value for s in Status}
+
+
+def _why_unusable(row: pd.Series) -> str:
+    """Why a row cannot be reported ("" when it can)."""
+    status = row.get("status")
+    if status not in STATUSES:
+        return f"status {status!r} is not one of {', '.join(sorted(STATUSES))}"
+    if status != Status.OK:
+        return ""
+    median, spread = _number(row.get("time_median_s")), _number(row.get("time_iqr_s", 0.0))
+    if math.isnan(median):
+        return "an ok row without a time (no time_median_s: an older jacbench's, or edited?)"
+    if not (math.isfinite(median) and median > 0):
+        return f"an ok row whose time_median_s is {median}"
+    if math.isfinite(spread) and spread < 0:
+        return f"an ok row whose time_iqr_s is negative ({spread})"
+    return ""
+
+
+def _number(value: object) -> float:
+    try:
+        return float(value)  # type: ignore[arg-type]
+    except (TypeError, ValueError):
+        return math.nan
+
+
+def screen(rows: pd.DataFrame) -> pd.DataFrame:
+    """The rows a report can use; the others are named on stderr, one line per reason."""
+    if rows.empty:
+        return rows
+    skipped: dict[str, list[str]] = defaultdict(list)
+    if "job_id" in rows.columns:
+        repeated = rows["job_id"].notna() & rows.duplicated("job_id")
+        for job_id in rows.loc[repeated, "job_id"]:
+            skipped["copies of a row already counted"].append(f"job {job_id}")
+        rows = rows[~repeated]
+    keep = []
+    for _, row in rows.iterrows():
+        why = _why_unusable(row)
+        keep.append(not why)
+        if why:
+            skipped[why].append(f"{row.get('strategy', '?')} on {row.get('model', '?')}")
+    for why, which in skipped.items():
+        shown = ", ".join(which[:5]) + (f" and {len(which) - 5} more" if len(which) > 5 else "")
+        print(f"jacbench: skipped {len(which)} row(s), {why}: {shown}", file=sys.stderr)
+    return rows[keep].reset_index(drop=True) if len(keep) else rows
