@@ -15,13 +15,16 @@ import tempfile
 import time
 from collections.abc import Iterable
 from pathlib import Path
+from typing import TYPE_CHECKING
 
-import pandas as pd
 import pyarrow as pa
 import pyarrow.parquet as pq
 
 from jacbench.core.enums import Status
 from jacbench.record.result import SCHEMA, Result
+
+if TYPE_CHECKING:
+    import pandas as pd
 
 
 def write_atomic(path: Path, data: str | pa.Table) -> None:
@@ -111,6 +114,8 @@ def write_result(result: Result, folder: Path) -> Path:
 
 
 def _to_pandas(table: pa.Table) -> pd.DataFrame:
+    import pandas as pd  # only where rows are read back: a single run never needs it
+
     return table.to_pandas(types_mapper=pd.ArrowDtype)
 
 
@@ -125,6 +130,8 @@ def read_files(paths: Iterable[Path]) -> pd.DataFrame:
         missing |= set(SCHEMA.names) - set(table.column_names)
         tables.append(table.append_column("_file", pa.array([str(path)] * len(table))))
     if not tables:
+        import pandas as pd
+
         return pd.DataFrame({name: pd.Series(dtype=object) for name in [*SCHEMA.names, "_file"]})
     frame = _to_pandas(pa.concat_tables(tables, promote_options="default"))
     frame.attrs["missing_columns"] = sorted(missing)  # lacking in some (older) files

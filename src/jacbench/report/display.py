@@ -5,8 +5,8 @@ from __future__ import annotations
 import dataclasses
 import sys
 from collections.abc import Mapping
+from typing import TYPE_CHECKING
 
-import pandas as pd
 from rich.console import Console
 from rich.table import Table
 
@@ -22,6 +22,19 @@ from jacbench.timing.rule import (
     time_unit,
 )
 
+if TYPE_CHECKING:
+    import pandas as pd  # a single run prints its table without pandas (0.3 s to import)
+
+
+def missing(value: object) -> bool:
+    """None, NaN, or pandas' NA in rows read back from parquet (without importing pandas)."""
+    if value is None:
+        return True
+    try:
+        return bool(value != value)  # only NaN differs from itself
+    except TypeError:  # pandas' NA: its truth value is ambiguous
+        return True
+
 
 def make_console() -> Console:
     """A console that does not squeeze tables to 80 columns when output is a file or pipe."""
@@ -33,7 +46,7 @@ STATUS_STYLE = {Status.OK: "green", Status.FAILED: "bold red", Status.SKIPPED: "
 
 def cell(value: object, spec: str) -> str:
     """``value`` formatted, or "-" where it was not measured (None, NaN or pandas NA)."""
-    return "-" if value is None or pd.isna(value) else format(value, spec)
+    return "-" if missing(value) else format(value, spec)
 
 
 NOISY = "(noisy)"
@@ -63,7 +76,7 @@ def time_text(row: Mapping[str, object]) -> str:
     interval = interval_of(row)
     if interval is not None:
         text = interval.text()
-    elif row.get("time_median_s") is None or pd.isna(row.get("time_median_s")):
+    elif missing(row.get("time_median_s")):
         return "-"
     else:
         text = f"{seconds_text(float(row['time_median_s']))} (no interval)"  # type: ignore[arg-type]
@@ -84,7 +97,7 @@ def ratio_text(a: Mapping[str, object], b: Mapping[str, object]) -> str:
 def verdict_text(within_tol: object, undecided: object = "") -> str:
     if isinstance(undecided, str) and undecided:
         return "undecided"
-    return "-" if within_tol is None or pd.isna(within_tol) else ("yes" if within_tol else "NO")
+    return "-" if missing(within_tol) else ("yes" if within_tol else "NO")
 
 
 def _bytes(n: int | None) -> str:
@@ -218,7 +231,7 @@ def print_result(result: Result, console: Console | None = None, with_reason: bo
     (console or make_console()).print(result_table(result, with_reason))
 
 
-def summary_table(rows: pd.DataFrame, missing: list[int]) -> Table:
+def summary_table(rows: pd.DataFrame, missing_jobs: list[int]) -> Table:
     """One line per job of a sweep, read from the recorded rows (never the live objects)."""
     table = Table(title="jacbench sweep summary")
     for name in (
@@ -251,7 +264,7 @@ def summary_table(rows: pd.DataFrame, missing: list[int]) -> Table:
         )
     if "timing_warning" in rows and rows["timing_warning"].map(is_noisy).any():
         table.caption = NOISY_LEGEND
-    for num in missing:
+    for num in missing_jobs:
         table.add_row(
             str(num),
             *["?"] * 4,

@@ -18,9 +18,11 @@ from rich.console import Console
 from jacbench.core.enums import LauncherKind
 from jacbench.core.interrupt import watched
 from jacbench.core.registry import load_registry
+from jacbench.record import tracker
 from jacbench.record.mlflow_run import Tracking, log_row
 from jacbench.record.parquet import find_done_result, write_result
 from jacbench.record.result import Result
+from jacbench.record.tracker import TrackerGone, TrackingError
 from jacbench.record.unwritten import keep_unwritten
 from jacbench.report.display import make_console, print_result
 from jacbench.run.claims import claimed
@@ -84,9 +86,10 @@ def track(
     """Log the job's MLflow run and write its id into the row at ``path``."""
     tracking = Tracking.resolve(launch_dir, cfg.mlflow.tracking_uri, cfg.mlflow.experiment)
     try:
-        run_id = log_row(result, tracking, parent_run_id)
+        run_id = log_through_helper(result, tracking, parent_run_id)
     except Exception as exc:
-        reason = " ".join(str(exc).split())[:600]
+        what = "" if isinstance(exc, TrackingError) else f"{type(exc).__name__}: "
+        reason = what + " ".join(str(exc).split())[:600]
         kept = (
             f"the parquet row is written (mlflow_run_id empty): {path}; python -m jacbench.sync "
             "logs it once tracking is back"
@@ -94,8 +97,8 @@ def track(
             else "no run logged"
         )
         print(
-            f"jacbench: MLflow tracking failed ({tracking.uri}): {type(exc).__name__}: "
-            f"{reason}; {kept} (mlflow.enabled=false runs without tracking)",
+            f"jacbench: MLflow tracking failed ({tracking.uri}): {reason}; {kept} "
+            "(mlflow.enabled=false runs without tracking)",
             file=sys.stderr,
         )
         return result
@@ -104,6 +107,21 @@ def track(
         with contextlib.suppress(OSError):  # the run carries the job id: sync finds it
             write_result(result, path.parent)
     return result
+
+
+def log_through_helper(result: Result, tracking: Tracking, parent_run_id: str) -> str:
+    """Log the run through the helper process that ``python -m jacbench`` started (MLflow
+    already imported there), or in process where there is none or it is gone."""
+    helper = tracker.started()
+    if helper is not None:
+        try:
+            run_id = helper.log_row(result, parent_run_id)
+            log.info("MLflow run %s logged by the tracking helper (pid %d)", run_id, helper.pid)
+            return run_id
+        except TrackerGone as exc:
+            log.warning("%s: logging in process", exc)
+            tracker.stop()
+    return log_row(result, tracking, parent_run_id)
 
 
 def untracked(result: Result, cfg: DictConfig) -> bool:
@@ -177,7 +195,8 @@ def run(cfg: DictConfig) -> None:
     with refusing():
         check_results_dir(cfg.results_dir)
         check_tracking(cfg.mlflow)
-    measured = execute(cfg, REGISTRY)
+    open_helper(cfg, launch_dir)  # MLflow's store opened while the job sets up
+    measured = execute(cfg, REGISTRY, before_timing=helper_ready)
     fallback = Path(HydraConfig.get().runtime.output_dir)
     result, path = record(measured, cfg, launch_dir, console, fallback)
     print_result(result, console, with_reason=result.ok)  # a failure's reason: the line below
@@ -186,6 +205,32 @@ def run(cfg: DictConfig) -> None:
     if not result.ok:
         print(f"jacbench: {result.status}: {result.error_message}", file=sys.stderr)
         raise SystemExit(1)
+
+
+def open_helper(cfg: DictConfig, launch_dir: Path) -> None:
+    """Have the tracking helper open the store while the job sets up (``helper_ready`` waits
+    for it before timing). Without tracking, the helper is not needed."""
+    helper = tracker.started()
+    if helper is None:
+        return
+    if not cfg.mlflow.enabled:
+        tracker.stop()
+        return
+    tracking = Tracking.resolve(launch_dir, cfg.mlflow.tracking_uri, cfg.mlflow.experiment)
+    try:
+        helper.open(tracking)
+    except TrackerGone:
+        tracker.stop()
+
+
+def helper_ready() -> None:
+    """Return once the tracking helper is idle, so that nothing of it runs during timing."""
+    helper = tracker.started()
+    if helper is not None:
+        try:
+            helper.ready()
+        except TrackerGone:
+            tracker.stop()
 
 
 INTERRUPTED = (
@@ -208,6 +253,7 @@ def main() -> None:
             raise
         finally:
             exit_code = close_open_sweep(stopped_by)
+            tracker.stop()
     if exit_code:
         raise SystemExit(exit_code)
 

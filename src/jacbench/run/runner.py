@@ -13,6 +13,7 @@ import json
 import re
 import subprocess
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import datetime, timezone
 from pathlib import Path
@@ -182,10 +183,16 @@ def provenance(job: JobSpec) -> dict[str, Any]:
     }
 
 
-def execute(cfg: DictConfig, registry: Registry, thread_cap: int | None = None) -> Result:
+def execute(
+    cfg: DictConfig,
+    registry: Registry,
+    thread_cap: int | None = None,
+    before_timing: Callable[[], None] = lambda: None,
+) -> Result:
     """Validate the config and run the job; bad input becomes a ``failed`` Result.
 
-    ``thread_cap`` bounds the torch threads when several jobs share the machine's cores."""
+    ``thread_cap`` bounds the torch threads when several jobs share the machine's cores;
+    ``before_timing`` returns once background work (the tracking helper) is idle."""
     labels = job_labels(cfg)
     try:
         job = make_job(cfg, registry)
@@ -197,15 +204,20 @@ def execute(cfg: DictConfig, registry: Registry, thread_cap: int | None = None) 
         return combine({**labels, **identity, "torch_version": torch.__version__}, [failed])
     if thread_cap is not None and job.timing.threads > thread_cap:
         job = dataclasses.replace(job, timing=dataclasses.replace(job.timing, threads=thread_cap))
-    return run_job(job, labels, registry)
+    return run_job(job, labels, registry, before_timing)
 
 
-def run_job(job: JobSpec, labels: dict[str, str], registry: Registry | None = None) -> Result:
+def run_job(
+    job: JobSpec,
+    labels: dict[str, str],
+    registry: Registry | None = None,
+    before_timing: Callable[[], None] = lambda: None,
+) -> Result:
     known = {**labels, **provenance(job)}  # before running: started_at is the job's start
     records: list[Any] = []
     with torch_threads(job.timing.threads):
         try:
-            _measure(job, records, registry)
+            _measure(job, records, registry, before_timing)
             check_interrupt()  # a Ctrl-C that a library swallowed stops the job all the same
             records.append(Outcome(Status.OK))
         except Exception as exc:
@@ -244,7 +256,12 @@ def sparse_answer(job: JobSpec, shape: tuple[int, int, int]) -> bool:
     return job.strategy.mode is Mode.AUTO and sampled(*shape)
 
 
-def _measure(job: JobSpec, records: list[Any], registry: Registry | None = None) -> None:
+def _measure(
+    job: JobSpec,
+    records: list[Any],
+    registry: Registry | None,
+    before_timing: Callable[[], None],
+) -> None:
     """Run the stages in order, appending each one's record as soon as it exists (so a
     failure later keeps what was learned before it)."""
     problem = build_problem(job.model, job.dtype, job.device, job.seed)
@@ -253,7 +270,7 @@ def _measure(job: JobSpec, records: list[Any], registry: Registry | None = None)
     check_fits(*shape, job.dtype, job.device, dense_answer=not sparse_answer(job, shape))
     records.append(_output(problem))
     if sampled(*shape):
-        _measure_sampled(job, problem, records)
+        _measure_sampled(job, problem, records, before_timing)
         return
     references = References(problem)
     reference = references.for_mode(job.strategy.mode)
@@ -280,7 +297,7 @@ def _measure(job: JobSpec, records: list[Any], registry: Registry | None = None)
     prep = first.prep
     del first, value  # free the first Jacobian before timing and memory
 
-    _time_and_memory(job, problem, prep, records, started)
+    _time_and_memory(job, problem, prep, records, started, before_timing)
 
 
 def _first_call(job: JobSpec, problem: Problem, records: list[Any]) -> FirstCall:
@@ -309,15 +326,23 @@ def _judge(
 
 
 def _time_and_memory(
-    job: JobSpec, problem: Problem, prep: Any, records: list[Any], started: float
+    job: JobSpec,
+    problem: Problem,
+    prep: Any,
+    records: list[Any],
+    started: float,
+    before_timing: Callable[[], None],
 ) -> None:
+    before_timing()
     records.append(time_steady_state(prep, problem.x, job.timing))
     if job.timing.memory:
         records.append(measure_memory(prep, problem.x, job.device))
     records.append(Elapsed(time.perf_counter() - started))
 
 
-def _measure_sampled(job: JobSpec, problem: Problem, records: list[Any]) -> None:
+def _measure_sampled(
+    job: JobSpec, problem: Problem, records: list[Any], before_timing: Callable[[], None]
+) -> None:
     """The stages of a job whose dense reference would not fit: the answer is judged on the
     sampled reference's columns and rows (``reference_sample`` entries), never densified."""
     sample = sampled_reference(problem)
@@ -332,4 +357,4 @@ def _measure_sampled(job: JobSpec, problem: Problem, records: list[Any]) -> None
         raise RuntimeError(f"non-finite Jacobian: {errors.n_nonfinite} sampled entries are nan/inf")
     prep = first.prep
     del first
-    _time_and_memory(job, problem, prep, records, started)
+    _time_and_memory(job, problem, prep, records, started, before_timing)

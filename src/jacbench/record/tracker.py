@@ -1,0 +1,156 @@
+"""MLflow in a helper process for a single run (issue 29).
+
+Importing MLflow and opening its store take about 2-3 s of a single run's ~7 s, and in a
+thread they would only share the GIL with torch's import. A helper interpreter, started by
+``python -m jacbench`` before torch is imported, does them on the other core meanwhile. The
+run waits until the helper is ready before it measures anything, so the helper is idle (blocked
+on its pipe) during timing; the run's row is logged through it before the command returns.
+Whatever goes wrong with the helper, the run logs in process instead, as it always did.
+
+This module imports neither torch nor MLflow: the command imports it first.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import dataclasses
+import json
+import os
+import signal
+import subprocess
+import sys
+from datetime import datetime
+from typing import Any
+
+# Hydra flags after which nothing is measured, and overrides that turn tracking off: no helper
+NOTHING_MEASURED = ("--help", "-h", "--hydra-help", "--cfg", "-c", "--info", "-i", "--version")
+NOTHING_MEASURED += ("--shell-completion", "-sc", "--multirun", "-m")
+READY_TIMEOUT_S = 120.0
+
+
+class TrackerGone(RuntimeError):
+    """The helper is not there to answer: the caller logs in process instead."""
+
+
+class TrackingError(RuntimeError):
+    """MLflow's error in the helper (its type and message), as logging in process raises it."""
+
+
+class Tracker:
+    """The parent's end of the helper: one JSON line per request, one per answer."""
+
+    def __init__(self) -> None:
+        self.proc = subprocess.Popen(
+            [sys.executable, "-m", "jacbench.record.tracker"],
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            text=True,
+        )
+        self._opening = False
+
+    @property
+    def pid(self) -> int:
+        return self.proc.pid
+
+    def _send(self, request: dict[str, Any]) -> None:
+        assert self.proc.stdin is not None
+        try:
+            self.proc.stdin.write(json.dumps(request, default=str) + "\n")
+            self.proc.stdin.flush()
+        except (OSError, ValueError) as exc:
+            raise TrackerGone(f"the tracking helper is gone ({exc})") from exc
+
+    def _receive(self) -> dict[str, Any]:
+        assert self.proc.stdout is not None
+        try:
+            line = self.proc.stdout.readline()
+        except (OSError, ValueError) as exc:
+            raise TrackerGone(f"the tracking helper is gone ({exc})") from exc
+        if not line:
+            raise TrackerGone(f"the tracking helper ended (exit {self.proc.poll()})")
+        answer = json.loads(line)
+        if "error" in answer:
+            raise TrackingError(answer["error"])
+        return answer
+
+    def open(self, tracking: Any) -> None:
+        """Ask the helper to open the store and make the experiment (``ready`` waits)."""
+        self._send({"open": dataclasses.asdict(tracking)})
+        self._opening = True
+
+    def ready(self) -> None:
+        """Return once the helper has opened the store: it is idle from then on. An MLflow
+        error there is raised again by ``log_row``, where the run reports it."""
+        if self._opening:
+            self._opening = False
+            with contextlib.suppress(TrackingError):
+                self._receive()
+
+    def log_row(self, result: Any, parent_run_id: str = "") -> str:
+        self.ready()
+        self._send({"log": dataclasses.asdict(result), "parent": parent_run_id})
+        return str(self._receive()["run_id"])
+
+    def close(self) -> None:
+        """Close the pipe: the helper, idle, exits by itself (every answer was received, so
+        nothing of the run's recording is left to it; its own shutdown is not waited for)."""
+        if self.proc.stdin is not None:
+            with contextlib.suppress(OSError):
+                self.proc.stdin.close()
+
+
+_STARTED: Tracker | None = None
+
+
+def maybe_start(argv: list[str]) -> None:
+    """Start the helper for a single run that may track (called by ``python -m jacbench``)."""
+    global _STARTED
+    measured = not any(a in NOTHING_MEASURED or a.startswith("--cfg") for a in argv)
+    untracked = any(a.replace(" ", "").lower() == "mlflow.enabled=false" for a in argv)
+    if measured and not untracked and os.environ.get("JACBENCH_TRACKER", "1") != "0":
+        try:
+            _STARTED = Tracker()
+        except OSError:
+            _STARTED = None
+
+
+def started() -> Tracker | None:
+    """The helper this process started, if any (in-process callers, e.g. tests, have none)."""
+    return _STARTED
+
+
+def stop() -> None:
+    global _STARTED
+    tracker, _STARTED = _STARTED, None
+    if tracker is not None:
+        tracker.close()
+
+
+def _serve() -> None:
+    """The helper: MLflow imported at once, then requests until the parent closes the pipe."""
+    signal.signal(signal.SIGINT, signal.SIG_IGN)  # the terminal's Ctrl-C is the parent's
+    import mlflow.store.tracking.sqlalchemy_store  # noqa: F401  (the slow part, done now)
+
+    from jacbench.record.mlflow_run import Tracking, ensure_experiment, log_row
+    from jacbench.record.result import Result
+
+    tracking: Tracking | None = None
+    for line in sys.stdin:
+        request = json.loads(line)
+        try:
+            if "open" in request:
+                tracking = Tracking(**request["open"])
+                answer: dict[str, Any] = {"ok": True}
+                ensure_experiment(tracking)
+            else:
+                fields = request["log"]
+                fields["started_at"] = datetime.fromisoformat(fields["started_at"])
+                assert tracking is not None, "log before open"
+                answer = {"run_id": log_row(Result(**fields), tracking, request["parent"])}
+        except Exception as exc:
+            answer = {"error": f"{type(exc).__name__}: {exc}"}
+        print(json.dumps(answer), flush=True)
+
+
+if __name__ == "__main__":
+    _serve()

@@ -1,0 +1,74 @@
+"""The tracking helper of a single run (issue 29): MLflow imported and its store opened in a
+second process while torch imports, the run logged through it before the command returns,
+and the in-process path whenever the helper is not there."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+
+from conftest import QUICK, clean_env, half_made_db, make_result, sqlite_uri
+from jacbench.record import tracker
+from jacbench.record.mlflow_run import Tracking
+from jacbench.record.parquet import read_results
+from jacbench.run import app
+
+
+def test_a_single_run_is_in_mlflow_when_the_command_returns(tmp_path):
+    proc = subprocess.run(
+        [sys.executable, "-m", "jacbench", *QUICK],
+        cwd=tmp_path,
+        env=clean_env(),
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert proc.returncode == 0, proc.stderr
+    (log,) = tmp_path.glob("outputs/*/*/jacbench.log")
+    assert "logged by the tracking helper" in log.read_text()  # not in the command's process
+    (row,) = read_results(tmp_path / "results").to_dict("records")
+    from mlflow.tracking import MlflowClient
+
+    run = MlflowClient(sqlite_uri(tmp_path)).get_run(row["mlflow_run_id"])  # read right away
+    assert run.info.status == "FINISHED" and run.data.tags["jacbench.job_id"] == row["job_id"]
+    assert run.data.metrics["time_median_ms"] > 0
+
+
+def test_mlflows_error_in_the_helper_is_reported_as_in_process(tmp_path):
+    half_made_db(tmp_path / "mlflow.db")
+    proc = subprocess.run(
+        [sys.executable, "-m", "jacbench", *QUICK],
+        cwd=tmp_path,
+        env=clean_env(),
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert proc.returncode == 1 and "Traceback" not in proc.stderr, proc.stderr
+    (line,) = [x for x in proc.stderr.splitlines() if x.startswith("jacbench:")]
+    assert "MLflow tracking failed" in line and "BrokenTrackingDb: the MLflow database" in line
+    assert len(read_results(tmp_path / "results")) == 1  # the row is kept
+
+
+def test_a_helper_that_died_leaves_the_logging_to_the_run(tmp_path, monkeypatch):
+    helper = tracker.Tracker()
+    helper.proc.kill()
+    helper.proc.wait()
+    monkeypatch.setattr(tracker, "_STARTED", helper)
+    tracking = Tracking.resolve(tmp_path, sqlite_uri(tmp_path), "jacbench")
+    run_id = app.log_through_helper(make_result(job_id="f" * 16), tracking, "")
+    assert tracker.started() is None  # given up
+    from mlflow.tracking import MlflowClient
+
+    assert MlflowClient(sqlite_uri(tmp_path)).get_run(run_id).info.status == "FINISHED"
+
+
+def test_no_helper_where_nothing_is_measured_or_tracked(monkeypatch):
+    started = []
+    monkeypatch.setattr(tracker, "Tracker", lambda: started.append(1))
+    for argv in (["--help"], ["--cfg", "job"], ["-m", "seed=0,1"], ["mlflow.enabled=false"]):
+        tracker.maybe_start(argv)
+    assert not started
+    tracker.maybe_start(["strategy=jacrev"])
+    assert started == [1]
+    monkeypatch.setattr(tracker, "_STARTED", None)
