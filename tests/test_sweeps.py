@@ -215,16 +215,16 @@ def test_slurm_launcher_config_composes_with_cluster_defaults(cli):
 
 def test_a_job_that_crashes_outside_measurement_still_gets_the_sweep_closed(cli, monkeypatch):
     """A crash that leaves no row (a bug outside measurement, here in the runner itself)."""
-    from jacbench.run import app
+    from jacbench.run import runner
 
-    execute = app.execute
+    execute = runner.execute
 
     def crashing(cfg, *args):
         if cfg.strategy.name == "jacfwd":
             raise RuntimeError("crashed before the job ran")
         return execute(cfg, *args)
 
-    monkeypatch.setattr(app, "execute", crashing)
+    monkeypatch.setattr(runner, "execute", crashing)
     proc = cli("-m", "strategy=jacrev,jacfwd", *QUICK, *NO_REPORT)
     assert proc.returncode == 1  # Hydra reports the crashed job; on_multirun_end is skipped
     assert len(cli.results()) == 1

@@ -26,17 +26,12 @@ import torch
 from torch import nn
 
 import jacbench
-
-ENV = "JACBENCH_CACHE_DIR"
+from jacbench.core.cache import ENV, cache_folder  # noqa: F401  (ENV: the documented name)
 
 
 def folder() -> Path | None:
     """Where decisions live, or None when remembering is turned off."""
-    configured = os.environ.get(ENV)
-    if configured is not None:
-        return Path(configured) / "auto" if configured.strip() else None
-    base = os.environ.get("XDG_CACHE_HOME") or str(Path.home() / ".cache")
-    return Path(base) / "jacbench" / "auto"
+    return cache_folder("auto")
 
 
 def _code_of(module: nn.Module) -> str:

@@ -17,7 +17,6 @@ from rich.console import Console
 
 from jacbench.core.enums import LauncherKind
 from jacbench.core.interrupt import watched
-from jacbench.core.registry import load_registry
 from jacbench.record import tracker
 from jacbench.record.mlflow_run import Tracking, log_row
 from jacbench.record.parquet import find_done_result, write_result
@@ -36,7 +35,7 @@ from jacbench.run.inputs import (
 from jacbench.run.launchers import launcher_kind
 from jacbench.run.orphans import exit_with
 from jacbench.run.resume import count_as_done
-from jacbench.run.runner import execute
+from jacbench.run.schema import strategy_options
 from jacbench.run.sweep import (
     UNWRITTEN,
     SweepState,
@@ -48,8 +47,7 @@ from jacbench.run.sweep import (
 from jacbench.run.usage import reported
 
 log = logging.getLogger("jacbench")
-REGISTRY = load_registry()
-register_configs(REGISTRY)
+register_configs(strategy_options())  # no torch where remembered: --help, --cfg, refusals
 
 
 def record(
@@ -160,7 +158,10 @@ def run_in_sweep(cfg: DictConfig, sweep: SweepState, launch_dir: Path, console: 
             how = "done by another sweep" if waited else "already done"
             count_as_done(sweep, num, done_before, how, console)
             return
-        result = execute(cfg, REGISTRY, thread_cap())
+        from jacbench.core.registry import load_registry  # torch: once a job runs
+        from jacbench.run.runner import execute
+
+        result = execute(cfg, load_registry(), thread_cap())
         unwritten = sweep.folder / UNWRITTEN
         result, path = record(result, cfg, launch_dir, console, unwritten, sweep.parent_run_id)
     if path is None:  # printed in full (and in its MLflow run): the summary counts it missing
@@ -183,7 +184,9 @@ def run_in_sweep(cfg: DictConfig, sweep: SweepState, launch_dir: Path, console: 
 @hydra.main(version_base="1.3", config_path=str(conf_dir()), config_name="config")
 def run(cfg: DictConfig) -> None:
     console = make_console()
-    for problem in REGISTRY.problems():
+    from jacbench.core.registry import load_registry  # torch: once a job runs
+
+    for problem in load_registry().problems():
         log.warning(problem)
     launch_dir = Path(HydraConfig.get().runtime.cwd)
     if HydraConfig.get().mode == RunMode.MULTIRUN:
@@ -196,7 +199,9 @@ def run(cfg: DictConfig) -> None:
         check_results_dir(cfg.results_dir)
         check_tracking(cfg.mlflow)
     open_helper(cfg, launch_dir)  # MLflow's store opened while the job sets up
-    measured = execute(cfg, REGISTRY, before_timing=helper_ready)
+    from jacbench.run.runner import execute
+
+    measured = execute(cfg, load_registry(), before_timing=helper_ready)
     fallback = Path(HydraConfig.get().runtime.output_dir)
     result, path = record(measured, cfg, launch_dir, console, fallback)
     print_result(result, console, with_reason=result.ok)  # a failure's reason: the line below

@@ -1,23 +1,19 @@
-"""Config schemas (so typos fail clearly), their registration with Hydra, and the JobSpec:
-the validated, typed form of one job's configuration."""
+"""Config schemas (so typos fail clearly) and their registration with Hydra. Imports no
+torch: ``--help``, ``--cfg`` and refused overrides answer before torch is imported."""
 
 from __future__ import annotations
 
 import dataclasses
 import hashlib
 import json
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-import torch
 from hydra.core.config_store import ConfigStore
 from omegaconf import MISSING, DictConfig, OmegaConf
 
-from jacbench.core.errors import ConfigError
-from jacbench.core.numerics import parse_dtype
-from jacbench.core.registry import Registry
-from jacbench.core.strategy import StrategySpec
 from jacbench.timing.config import TimingConfig
 
 
@@ -78,17 +74,17 @@ def gpus_for_device(device: str, gpus: int) -> int | None:
 OmegaConf.register_new_resolver("jacbench_gpus", gpus_for_device, replace=True)
 
 
-def register_configs(registry: Registry) -> None:
-    """Make every registered strategy a valid ``strategy=<name>`` with typed options, and
-    ``hydra/launcher=joblib`` the launcher that sends out only jobs not yet recorded."""
+def register_configs(options: Mapping[str, type | None]) -> None:
+    """Make every strategy (name -> its options dataclass; None for one that cannot load) a
+    valid ``strategy=<name>`` with typed options, and ``hydra/launcher=joblib`` the launcher
+    that sends out only jobs not yet recorded."""
     from hydra_plugins.jacbench_launcher import resuming_joblib
 
     resuming_joblib.register()
     cs = ConfigStore.instance()
     cs.store(name="jacbench_schema", node=JobConfig)
-    for name in registry.names():
-        spec = registry.strategies.get(name)
-        base = (spec.options,) if spec is not None else ()
+    for name, options_type in sorted(options.items()):
+        base = (options_type,) if options_type is not None else ()
         node = dataclasses.make_dataclass(
             f"{name}_options", [("name", str, field(default=name))], bases=base
         )
@@ -107,53 +103,6 @@ def config_hash(cfg: DictConfig) -> str:
     return hashlib.sha256(blob.encode()).hexdigest()[:16]
 
 
-def resolve_device(name: str) -> torch.device:
-    try:
-        device = torch.device(name)
-    except RuntimeError:
-        raise ConfigError(
-            f"unknown device {name!r}; valid devices: cpu, cuda, cuda:<index>"
-        ) from None
-    if device.type == "cuda":
-        if not torch.cuda.is_available():
-            raise ConfigError(
-                f"device={name} requested but CUDA is not available on this machine "
-                f"(torch {torch.__version__}); use device=cpu"
-            )
-        if device.index is not None and device.index >= torch.cuda.device_count():
-            raise ConfigError(f"device={name}: only {torch.cuda.device_count()} GPU(s) visible")
-    elif device.type != "cpu" or device.index not in (None, 0):  # cpu:3 would mean cpu
-        raise ConfigError(f"unsupported device {name!r}; valid devices: cpu, cuda, cuda:<index>")
-    return device
-
-
-def _bounded(key: str, value: Any, low: int, high: int) -> int:
-    """An integer setting within [low, high], or one ConfigError naming it."""
-    number = int(value)
-    if not low <= number <= high:
-        raise ConfigError(f"{key}={value}: must be an integer from {low} to {high}")
-    return number
-
-
-@dataclass(frozen=True)
-class JobSpec:
-    """One job, validated: what the runner needs and nothing about where it records."""
-
-    model: dict[str, Any]
-    strategy: StrategySpec
-    options: Any
-    dtype: torch.dtype
-    device: torch.device
-    timing: TimingConfig
-    seed: int
-    config_hash: str
-    jacobian_max_entries: int = 4096
-
-
-def _container(node: Any) -> dict[str, Any]:
-    return OmegaConf.to_container(node, resolve=True)  # type: ignore[return-value]
-
-
 def job_labels(cfg: DictConfig) -> dict[str, str]:
     """Names of the job's choices, readable even when the config does not validate."""
     model = cfg.get("model") or {}
@@ -163,32 +112,3 @@ def job_labels(cfg: DictConfig) -> dict[str, str]:
         "dtype": str((cfg.get("dtype") or {}).get("name", "?")),
         "device": str((cfg.get("device") or {}).get("name", "?")),
     }
-
-
-def make_job(cfg: DictConfig, registry: Registry) -> JobSpec:
-    """Validate the composed config; every problem becomes one ConfigError that says what
-    is valid."""
-    missing = sorted(OmegaConf.missing_keys(cfg))
-    if missing:
-        raise ConfigError(
-            f"missing value(s) for {', '.join(missing)}: set them, e.g. {missing[0]}=..."
-        )
-    strategy_cfg = _container(cfg.strategy)
-    spec = registry.get(strategy_cfg.pop("name"))
-    try:
-        options = spec.make_options(strategy_cfg)
-    except ConfigError:
-        raise  # already names the strategy
-    except (TypeError, ValueError) as exc:
-        raise ConfigError(f"strategy {spec.name!r}: {exc}") from exc
-    return JobSpec(
-        model=_container(cfg.model),
-        strategy=spec,
-        options=options,
-        dtype=parse_dtype(cfg.dtype.name),
-        device=resolve_device(cfg.device.name),
-        timing=TimingConfig(**_container(cfg.timing)),
-        seed=_bounded("seed", cfg.seed, 0, 2**63 - 1),  # torch.manual_seed's range
-        config_hash=config_hash(cfg),
-        jacobian_max_entries=_bounded("jacobian_max_entries", cfg.jacobian_max_entries, 0, 2**62),
-    )

@@ -21,7 +21,7 @@ from jacbench.core.numerics import parse_dtype
 from jacbench.core.problem import build_problem
 from jacbench.core.registry import Registry
 from jacbench.report.problems import good, normalise, problems
-from jacbench.run.config import resolve_device
+from jacbench.run.job import resolve_device
 from jacbench.timing.measure import Timing, side_by_side, torch_threads
 
 TOP = 2  # candidates re-timed per problem
