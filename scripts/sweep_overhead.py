@@ -51,6 +51,11 @@ FLOORS = {
 TARGET_PER_JOB = 0.25  # seconds (issue 11)
 TARGET_SINGLE_EXTRA_S = 1.0  # a single run: at most floor + measure_s + this (issue 29)
 ROUNDS = 5
+ANSWERS = {
+    "--help": ["--help"],
+    "--cfg job": ["--cfg", "job"],
+    "a refused override (strategy=nosuch)": ["strategy=nosuch"],
+}
 LAUNCHERS = {
     "basic": ([], 1),
     "joblib n_jobs=2": (["hydra/launcher=joblib", "hydra.launcher.n_jobs=2"], 2),
@@ -121,7 +126,34 @@ def single_run_against_the_floor(rounds: int = ROUNDS) -> None:
     )
 
 
+def answers_without_torch(rounds: int = 3) -> None:
+    """Time to the answer of what measures nothing (issue 29), the strategies' schemas
+    remembered (a first command remembers them): no torch, no MLflow is imported."""
+    with tempfile.TemporaryDirectory() as folder:
+        env = {**os.environ, "JACBENCH_CACHE_DIR": f"{folder}/cache"}
+        remember = "from jacbench.run.schema import strategy_options; strategy_options()"
+        subprocess.run([sys.executable, "-c", remember], env=env, check=True)
+        times = {}
+        for what, args in ANSWERS.items():
+            walls = []
+            for _ in range(rounds):
+                start = time.perf_counter()
+                subprocess.run(
+                    [sys.executable, "-m", "jacbench", *args],
+                    cwd=folder,
+                    env=env,
+                    capture_output=True,
+                )
+                walls.append(time.perf_counter() - start)
+            times[what] = statistics.median(walls)
+    print(
+        "answers that measure nothing (median of 3, schemas remembered): "
+        + ", ".join(f"{what} {seconds:.2f} s" for what, seconds in times.items())
+    )
+
+
 def main() -> None:
+    answers_without_torch()
     single_run_against_the_floor()
     print(
         f"{'launcher':18s} {'jobs':>4s} {'wall [s]':>9s} {'work [s]':>9s} "

@@ -47,6 +47,7 @@ class Tracker:
             text=True,
         )
         self._opening = False
+        self._asked = False
 
     @property
     def pid(self) -> int:
@@ -54,6 +55,7 @@ class Tracker:
 
     def _send(self, request: dict[str, Any]) -> None:
         assert self.proc.stdin is not None
+        self._asked = True
         try:
             self.proc.stdin.write(json.dumps(request, default=str) + "\n")
             self.proc.stdin.flush()
@@ -93,7 +95,10 @@ class Tracker:
 
     def close(self) -> None:
         """Close the pipe: the helper, idle, exits by itself (every answer was received, so
-        nothing of the run's recording is left to it; its own shutdown is not waited for)."""
+        nothing of the run's recording is left to it; its own shutdown is not waited for).
+        A helper never asked anything (a refused input) is stopped at once."""
+        if not self._asked:
+            self.proc.kill()
         if self.proc.stdin is not None:
             with contextlib.suppress(OSError):
                 self.proc.stdin.close()
