@@ -105,3 +105,30 @@ def test_the_documented_levenberg_marquardt_loop_runs_as_pasted_on_20_seeds():
         final = float(scope["residuals"](scope["theta"]).square().sum())
         assert torch.isfinite(scope["theta"]).all() and final == pytest.approx(scope["loss"])
         assert final < 0.9 * start["loss"], seed  # the fit made progress
+
+
+def test_finite_differences_of_a_plain_function_batch_their_points():
+    """Issue 33: through prepare on a plain function, fd_forward called f once per point."""
+    calls = []
+
+    def f(x):
+        calls.append(1)
+        return torch.sin(x) * x.sum()
+
+    x = torch.linspace(0.1, 1.0, 16, dtype=torch.float64)
+    prep = jacbench.prepare(f, x, "fd_forward")
+    calls.clear()
+    batched = prep(x)
+    assert len(calls) <= 2  # one vmapped call for all 17 points (not 17 calls)
+    looped = jacbench.prepare(f, x, "fd_forward_loop")(x)
+    assert torch.allclose(batched, looped, rtol=0, atol=1e-12)
+    assert torch.allclose(batched, torch.func.jacrev(f)(x), atol=1e-6)
+
+
+def test_a_function_vmap_cannot_batch_still_loops():
+    def f(x):  # .item() has no batching rule
+        return x * float(x.sum().item())
+
+    x = torch.linspace(0.1, 1.0, 5, dtype=torch.float64)
+    jac = jacbench.prepare(f, x, "fd_forward")(x)
+    assert torch.allclose(jac, jacbench.prepare(f, x, "fd_forward_loop")(x), atol=1e-12)

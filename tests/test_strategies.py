@@ -180,7 +180,9 @@ def test_auto_calibration_keeps_the_fastest_candidate(monkeypatch):
     problem = build_problem(MLP, torch.float32, CPU, seed=0)
     fake_times = {"jacfwd": 3.0, "jacrev": 1.0, "grads_batched": 2.0}
     monkeypatch.setattr(
-        auto_module, "_median_seconds", lambda prep, x, s: fake_times[prep.strategy]
+        auto_module,
+        "_cpu_seconds_per_call",
+        lambda preps, x, budget: [fake_times.get(p.strategy, 9.0) for p in preps],
     )
     choice, _ = auto_module.choose(problem, auto_module.AutoOptions(compile=False))
     assert choice.strategy == "jacrev"
@@ -193,7 +195,9 @@ def test_auto_keeps_pytorchs_default_where_it_is_fastest(monkeypatch):
     fake_times = {"jacfwd": 3.0, "jacrev": 2.0, "grads_batched": 2.0, "autograd_loop": 1.5}
     fake_times["functional"] = 1.0
     monkeypatch.setattr(
-        auto_module, "_median_seconds", lambda prep, x, s: fake_times[prep.strategy]
+        auto_module,
+        "_cpu_seconds_per_call",
+        lambda preps, x, budget: [fake_times.get(p.strategy, 9.0) for p in preps],
     )
     choice, _ = auto_module.choose(problem, auto_module.AutoOptions(compile=False))
     assert choice.strategy == "functional"

@@ -41,7 +41,7 @@ def prepare(
     with torch.no_grad():  # the caller's tensor
         out_shape = tuple(f(x.clone()).shape)
     module = f if isinstance(f, nn.Module) else FunctionModule(f)
-    problem = make_problem(_label(f), module, x, "input", False)
+    problem = make_problem(_label(f), module, x, "input", False, vectorize=True)
     flat = load_registry().prepare(strategy, problem, **options)
     in_shape = tuple(x.shape)
 

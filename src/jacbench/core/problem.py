@@ -154,15 +154,16 @@ def _loop(f: Fn) -> Fn:
 
 
 def _vmapped_or_loop(f: Fn, x: torch.Tensor) -> tuple[Fn, bool]:
-    """Many parameter vectors at once through torch.func.vmap (functional_call batches);
-    a loop where some op of the model has no batching rule."""
-    many = torch.func.vmap(f)
+    """Many points at once through torch.func.vmap; a loop where some op has no batching
+    rule, or where the batched values differ from one call per point (Python-side state)."""
+    many, loop = torch.func.vmap(f), _loop(f)
+    probe = torch.stack([x, 0.5 * x + 0.25])
     try:
         with torch.no_grad():
-            many(x.unsqueeze(0).expand(2, -1))
+            agree = torch.allclose(many(probe), loop(probe), rtol=1e-5, atol=1e-6, equal_nan=True)
     except Exception:
-        return _loop(f), False
-    return many, True
+        agree = False
+    return (many, True) if agree else (loop, False)
 
 
 def make_problem(
@@ -172,11 +173,14 @@ def make_problem(
     wrt: str,
     has_analytic: bool,
     batch: int = 1,
+    vectorize: bool = False,
 ) -> Problem:
     """Flatten ``module`` at ``inp`` into f: R^N -> R^M w.r.t. its input or parameters.
 
     ``inp`` carries a leading batch dimension when ``batch`` > 1. The module is used as it is
-    (its mode and requires_grad flags are left alone).
+    (its mode and requires_grad flags are left alone). ``vectorize``: many input points of a
+    module that does not accept a batch go through ``torch.func.vmap`` where it can (the
+    library's plain functions), not a loop; the runner keeps the loop it has always measured.
     """
     sample_shape = tuple(inp.shape[1:]) if batch > 1 else tuple(inp.shape)
     analytic_fn = getattr(module, "analytic_jacobian", None) if has_analytic else None
@@ -199,7 +203,12 @@ def make_problem(
         first_output(name, lambda: module(point), x.dtype)
         if native:
             check_batched(name, forward_many, f, x.reshape(batch, -1))
-        f_many = f_native if native else _loop(f)
+        if native:
+            f_many = f_native
+        elif vectorize:
+            f_many, native = _vmapped_or_loop(f, x)
+        else:
+            f_many = _loop(f)
     elif wrt == "params":
         if batch > 1:
             raise ConfigError("batch > 1 needs wrt=input (per-sample Jacobians of the input)")

@@ -18,12 +18,12 @@ alone and checks its first answer (``decided_by``).
 from __future__ import annotations
 
 import math
+import statistics
 import time
 from dataclasses import asdict, dataclass, replace
 from enum import Enum
 
 import torch
-from torch.utils import benchmark
 
 from jacbench.core import decisions, sparsity
 from jacbench.core.interrupt import check as check_interrupt
@@ -100,11 +100,30 @@ def _prepare_named(name: str, problem: Problem, **options: object) -> Prepared:
     return load_registry().prepare(name, problem, **options)
 
 
-def _median_seconds(prep: Prepared, x: torch.Tensor, seconds: float) -> float:
-    timer = benchmark.Timer(
-        stmt="prep(x)", globals={"prep": prep, "x": x}, num_threads=torch.get_num_threads()
-    )
-    return float(timer.blocked_autorange(callback=check_interrupt, min_run_time=seconds).median)
+ROUNDS = 5  # interleaved calibration rounds: each candidate timed once per round
+
+
+def _cpu_seconds_per_call(preps: list[Prepared], x: torch.Tensor, budget: float) -> list[float]:
+    """Each candidate's median CPU time per call, in interleaved rounds. CPU time (this
+    process's, all its threads) does not grow when another process takes the cores, and
+    interleaving spreads what does change (frequency, caches) over every candidate: timed by
+    wall clock one after the other, a loaded machine once made auto choose grads_batched at
+    28x JAX's time (issue 33). torch.utils.benchmark times by wall clock only, hence this."""
+    per_block = budget / ROUNDS
+    sizes = []
+    for prep in preps:  # calls per block, from one warm call
+        start = time.process_time()
+        prep(x)
+        sizes.append(max(1, min(1000, int(per_block / max(time.process_time() - start, 1e-6)))))
+    rounds: list[list[float]] = [[] for _ in preps]
+    for _ in range(ROUNDS):
+        for k, prep in enumerate(preps):
+            start = time.process_time()
+            for _ in range(sizes[k]):
+                prep(x)
+            rounds[k].append((time.process_time() - start) / sizes[k])
+            check_interrupt()
+    return [statistics.median(times) for times in rounds]
 
 
 def too_large(problem: Problem) -> bool:
@@ -182,28 +201,28 @@ def by_rule(problem: Problem, opts: AutoOptions) -> Prepared:
 
 def calibrate(problem: Problem, opts: AutoOptions) -> tuple[Prepared, dict]:
     """The fastest candidate, timed briefly, and the options it was prepared with."""
-    timings: dict[int, tuple[float, Prepared, dict]] = {}
+    ready: list[tuple[Prepared, dict]] = []
+    best_first = math.inf
     # One compilation at most: the compiled form of the mode the shape rule picks (fewer
     # passes). Compiling both modes doubled auto's setup on seed004; whether auto still
     # keeps up with the best exact strategy is what scripts/bench_exact_vs_fd.py checks.
-    for k, (name, options) in enumerate(candidates(problem, opts.compile)):
+    for name, options in candidates(problem, opts.compile):
         try:
             prep = _prepare_named(name, problem, **options)
-            start = time.perf_counter()
+            start = time.process_time()
             prep(problem.x)
-            first = time.perf_counter() - start
-            best = min((t for t, *_ in timings.values()), default=math.inf)
-            if name in LOOPS and first > LOOP_CUTOFF * best:
-                continue
-            seconds = _median_seconds(prep, problem.x, opts.calibration_time)
-            timings[k] = (seconds, prep, options)
+            first = time.process_time() - start
         except Exception as exc:  # a candidate that cannot run here is simply not chosen
             raise_if_interrupt(exc)  # but a Ctrl-C stops the job
             continue
-    if not timings:
+        if name in LOOPS and first > LOOP_CUTOFF * best_first:
+            continue
+        best_first = min(best_first, first) if name not in LOOPS else best_first
+        ready.append((prep, options))
+    if not ready:
         raise StrategySkip("auto: none of its candidates can compute this Jacobian")
-    best = min(timings, key=lambda k: timings[k][0])
-    return timings[best][1], timings[best][2]
+    seconds = _cpu_seconds_per_call([p for p, _ in ready], problem.x, opts.calibration_time)
+    return ready[seconds.index(min(seconds))]
 
 
 @strategy(Kind.EXACT, Mode.AUTO, options=AutoOptions, batch=True)
