@@ -14,15 +14,20 @@ from jacbench.record.parquet import read_results
 from jacbench.run import app
 
 
-def test_a_single_run_is_in_mlflow_when_the_command_returns(tmp_path):
-    proc = subprocess.run(
+def run_command(folder) -> subprocess.CompletedProcess:
+    """``python -m jacbench timing=quick`` as a user types it: the helper is started."""
+    return subprocess.run(
         [sys.executable, "-m", "jacbench", *QUICK],
-        cwd=tmp_path,
+        cwd=folder,
         env=clean_env(),
         capture_output=True,
         text=True,
         timeout=300,
     )
+
+
+def test_a_single_run_is_in_mlflow_when_the_command_returns(tmp_path):
+    proc = run_command(tmp_path)
     assert proc.returncode == 0, proc.stderr
     (log,) = tmp_path.glob("outputs/*/*/jacbench.log")
     assert "logged by the tracking helper" in log.read_text()  # not in the command's process
@@ -36,14 +41,7 @@ def test_a_single_run_is_in_mlflow_when_the_command_returns(tmp_path):
 
 def test_mlflows_error_in_the_helper_is_reported_as_in_process(tmp_path):
     half_made_db(tmp_path / "mlflow.db")
-    proc = subprocess.run(
-        [sys.executable, "-m", "jacbench", *QUICK],
-        cwd=tmp_path,
-        env=clean_env(),
-        capture_output=True,
-        text=True,
-        timeout=300,
-    )
+    proc = run_command(tmp_path)
     assert proc.returncode == 1 and "Traceback" not in proc.stderr, proc.stderr
     (line,) = [x for x in proc.stderr.splitlines() if x.startswith("jacbench:")]
     assert "MLflow tracking failed" in line and "BrokenTrackingDb: the MLflow database" in line
