@@ -55,3 +55,44 @@ def test_every_package_says_what_it_is_for():
     for name in PACKAGES:
         doc = importlib.import_module(f"jacbench.{name}").__doc__
         assert doc and doc.strip(), f"jacbench.{name} has no docstring"
+
+
+def module_graph() -> dict[str, set[str]]:
+    """Which module imports which, jacbench's and its Hydra plugins' (every import statement,
+    also inside functions); a package's own ``__init__`` re-exports are not edges back."""
+    graph: dict[str, set[str]] = defaultdict(set)
+    modules = {}
+    for root in (SRC, SRC.parent / "hydra_plugins"):
+        for path in root.rglob("*.py"):
+            rel = path.relative_to(SRC.parent).with_suffix("")
+            parts = rel.parts[:-1] if rel.parts[-1] == "__init__" else rel.parts
+            modules[".".join(parts)] = path
+    for module, path in modules.items():
+        for node in ast.walk(ast.parse(path.read_text())):
+            names = []
+            if isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
+                names = [node.module, *(f"{node.module}.{a.name}" for a in node.names)]
+            elif isinstance(node, ast.Import):
+                names = [a.name for a in node.names]
+            for name in names:
+                if name in modules and name != module and not module.startswith(name + "."):
+                    graph[module].add(name)
+    return graph
+
+
+def test_modules_import_each_other_without_a_cycle():
+    """Issue 28 found config -> hydra_plugins...resuming_joblib -> recorded -> resume ->
+    config through function-level imports."""
+    graph = module_graph()
+    done: set[str] = set()
+
+    def visit(name: str, stack: tuple[str, ...]) -> None:
+        assert name not in stack, f"import cycle: {' -> '.join((*stack, name))}"
+        if name in done:
+            return
+        for dep in sorted(graph.get(name, ())):
+            visit(dep, (*stack, name))
+        done.add(name)
+
+    for name in sorted(graph):
+        visit(name, ())

@@ -12,7 +12,7 @@ import pyarrow.parquet as pq
 from conftest import compose_job, make_result
 from jacbench.record.parquet import read_results, write_result
 from jacbench.record.result import COLUMNS, SCHEMA, Result
-from jacbench.run.config import config_hash
+from jacbench.run.identity import config_hash
 
 REQUIRED = {
     "model": pa.string(),

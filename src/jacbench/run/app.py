@@ -25,7 +25,8 @@ from jacbench.record.tracker import TrackerGone, TrackingError
 from jacbench.record.unwritten import keep_unwritten
 from jacbench.report.display import make_console, print_result
 from jacbench.run.claims import claimed
-from jacbench.run.config import conf_dir, config_hash, register_configs
+from jacbench.run.config import conf_dir, register_configs
+from jacbench.run.identity import config_hash
 from jacbench.run.inputs import (
     check_group_overrides,
     check_results_dir,

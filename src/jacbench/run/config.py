@@ -4,8 +4,6 @@ torch: ``--help``, ``--cfg`` and refused overrides answer before torch is import
 from __future__ import annotations
 
 import dataclasses
-import hashlib
-import json
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -51,10 +49,6 @@ class JobConfig:
     mlflow: MlflowConfig = field(default_factory=MlflowConfig)
 
 
-# Parts of the config that define what is measured (and so the config_hash).
-IDENTITY_KEYS = ("model", "strategy", "dtype", "device", "timing", "seed")
-
-
 def conf_dir() -> Path:
     """The Hydra config tree: inside the installed wheel, or at the checkout's top level."""
     here = Path(__file__).resolve().parents[1]  # the jacbench package
@@ -89,18 +83,6 @@ def register_configs(options: Mapping[str, type | None]) -> None:
             f"{name}_options", [("name", str, field(default=name))], bases=base
         )
         cs.store(group="strategy", name=name, node=node)
-
-
-def _plain(value: Any) -> Any:
-    """A config value as plain resolved Python (containers to dicts and lists)."""
-    return OmegaConf.to_container(value, resolve=True) if OmegaConf.is_config(value) else value
-
-
-def config_hash(cfg: DictConfig) -> str:
-    """Stable hash of what a job measures (not where it records)."""
-    identity = {k: _plain(cfg[k]) for k in IDENTITY_KEYS}  # only these keys are resolved
-    blob = json.dumps(identity, sort_keys=True, default=str)
-    return hashlib.sha256(blob.encode()).hexdigest()[:16]
 
 
 def job_labels(cfg: DictConfig) -> dict[str, str]:

@@ -13,7 +13,7 @@ from jacbench.core.errors import ConfigError
 from jacbench.core.numerics import parse_dtype
 from jacbench.core.registry import Registry
 from jacbench.core.strategy import StrategySpec
-from jacbench.run.config import config_hash
+from jacbench.run.identity import config_hash
 from jacbench.timing.config import TimingConfig
 
 

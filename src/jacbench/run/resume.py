@@ -9,7 +9,7 @@ from omegaconf import DictConfig
 from rich.console import Console
 
 from jacbench.record.parquet import find_done_result
-from jacbench.run.config import config_hash
+from jacbench.run.identity import config_hash
 from jacbench.run.sweep import SweepState, job_record, results_dir
 
 

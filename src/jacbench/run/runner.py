@@ -38,7 +38,8 @@ from jacbench.core.reference import (
 from jacbench.core.registry import Registry
 from jacbench.core.strategy import Mode
 from jacbench.record.result import Result, Status
-from jacbench.run.config import config_hash, job_labels
+from jacbench.run.config import job_labels
+from jacbench.run.identity import config_hash
 from jacbench.run.job import JobSpec, make_job
 from jacbench.timing.measure import (
     FirstCall,
