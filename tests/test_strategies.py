@@ -10,7 +10,7 @@ from jacbench.core.numerics import compare
 from jacbench.core.problem import build_problem, make_problem
 from jacbench.core.reference import reference_jacobian
 from jacbench.core.registry import load_registry
-from jacbench.core.strategy import Kind, StrategySkip
+from jacbench.core.strategy import Kind, Mode, StrategySkip
 
 CPU = torch.device("cpu")
 MLP = CONTRACT_MLP
@@ -201,3 +201,14 @@ def test_auto_keeps_pytorchs_default_where_it_is_fastest(monkeypatch):
     )
     choice, _ = auto_module.choose(problem, auto_module.AutoOptions(compile=False))
     assert choice.strategy == "functional"
+
+
+def test_a_prepared_jacobian_says_its_mode_and_auto_its_choices():
+    """Issue 28: the runner asked the registry again for the mode of what auto chose; the
+    prepared Jacobian now carries it."""
+    registry = load_registry()
+    problem = build_problem(MLP, torch.float64, CPU, seed=0)
+    assert registry.prepare("jacfwd", problem).mode is Mode.FORWARD
+    assert registry.prepare("jacrev", problem).mode is Mode.REVERSE
+    prep = registry.prepare("auto", problem, compile=False, cache=False)
+    assert prep.mode is registry.get(prep.info.chosen_strategy).mode is not Mode.AUTO

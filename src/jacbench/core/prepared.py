@@ -14,6 +14,7 @@ from dataclasses import dataclass, field
 
 import torch
 
+from jacbench.core.enums import Mode
 from jacbench.core.errors import PointMismatch
 
 JacobianFn = Callable[[torch.Tensor], torch.Tensor]
@@ -42,6 +43,7 @@ class Declared:
     jac: JacobianFn
     info: PrepInfo = field(default_factory=PrepInfo)
     value_and_jac: ValueAndJacobianFn | None = None
+    mode: Mode | None = None  # the mode the Jacobian is computed in (auto: its choice's)
 
 
 def _describe(shape: tuple[int, ...], dtype: torch.dtype, device: torch.device) -> str:
@@ -66,6 +68,7 @@ class Prepared:
     dtype: torch.dtype
     device: torch.device
     info: PrepInfo = field(default_factory=PrepInfo)
+    mode: Mode | None = None  # how the Jacobian is computed (auto: by what it chose)
     value_fn: JacobianFn | None = field(default=None, repr=False)  # f at points like x
     both_fn: ValueAndJacobianFn | None = field(default=None, repr=False)  # one pass
 

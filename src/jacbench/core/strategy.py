@@ -103,6 +103,7 @@ class StrategySpec:
             dtype=problem.dtype,
             device=problem.device,
             info=declared.info,
+            mode=declared.mode or self.mode,
             value_fn=problem.f if problem.batch == 1 else problem.f_many,
             both_fn=serialised(both) if forward and both is not None else both,
         )

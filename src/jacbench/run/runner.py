@@ -206,20 +206,17 @@ def execute(
         return combine({**labels, **identity, "torch_version": torch.__version__}, [failed])
     if thread_cap is not None and job.timing.threads > thread_cap:
         job = dataclasses.replace(job, timing=dataclasses.replace(job.timing, threads=thread_cap))
-    return run_job(job, labels, registry, before_timing)
+    return run_job(job, labels, before_timing)
 
 
 def run_job(
-    job: JobSpec,
-    labels: dict[str, str],
-    registry: Registry | None = None,
-    before_timing: Callable[[], None] = lambda: None,
+    job: JobSpec, labels: dict[str, str], before_timing: Callable[[], None] = lambda: None
 ) -> Result:
     known = {**labels, **provenance(job)}  # before running: started_at is the job's start
     records: list[Any] = []
     with torch_threads(job.timing.threads):
         try:
-            _measure(job, records, registry, before_timing)
+            _measure(job, records, before_timing)
             check_interrupt()  # a Ctrl-C that a library swallowed stops the job all the same
             records.append(Outcome(Status.OK))
         except Exception as exc:
@@ -244,12 +241,6 @@ def _reference_record(reference: Reference) -> ReferenceRecord:
     return ReferenceRecord(reference.method, reference.uncertainty, norm)
 
 
-def _mode(job: JobSpec, chosen: str, registry: Registry | None) -> Mode:
-    """The mode the answer was computed in: that of the strategy ``auto`` chose, if any."""
-    spec = registry.strategies.get(chosen) if registry is not None and chosen else None
-    return spec.mode if spec is not None else job.strategy.mode
-
-
 def sparse_answer(job: JobSpec, shape: tuple[int, int, int]) -> bool:
     """Whether the strategy's answer holds only nonzeros: a sparse output option, or ``auto``
     on a Jacobian too large to hold dense (it then chooses among sparse strategies only)."""
@@ -258,12 +249,7 @@ def sparse_answer(job: JobSpec, shape: tuple[int, int, int]) -> bool:
     return job.strategy.mode is Mode.AUTO and sampled(*shape)
 
 
-def _measure(
-    job: JobSpec,
-    records: list[Any],
-    registry: Registry | None,
-    before_timing: Callable[[], None],
-) -> None:
+def _measure(job: JobSpec, records: list[Any], before_timing: Callable[[], None]) -> None:
     """Run the stages in order, appending each one's record as soon as it exists (so a
     failure later keeps what was learned before it)."""
     problem = build_problem(job.model, job.dtype, job.device, job.seed)
@@ -280,9 +266,8 @@ def _measure(
 
     started = time.perf_counter()
     first = _first_call(job, problem, records)
-    chosen = first.prep.info.chosen_strategy
-    if chosen:  # judge auto's answer by a method independent of its choice
-        reference = references.for_mode(_mode(job, chosen, registry))
+    if first.prep.info.chosen_strategy:  # judge auto's answer independently of its choice
+        reference = references.for_mode(first.prep.mode or job.strategy.mode)
         records.append(_reference_record(reference))
     # A sparse result (output=csr or scipy) is timed as it is, judged as dense.
     value = first.value

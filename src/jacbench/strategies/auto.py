@@ -230,4 +230,4 @@ def auto(problem: Problem, opts: AutoOptions):
     """The fastest exact strategy for this problem, chosen by rule and calibration."""
     chosen, how = choose(problem, opts)
     info = replace(chosen.info, chosen_strategy=chosen.strategy, decided_by=how.value)
-    return Declared(chosen.fn, info, value_and_jac=chosen.both_fn)
+    return Declared(chosen.fn, info, value_and_jac=chosen.both_fn, mode=chosen.mode)
