@@ -74,10 +74,9 @@ def read_one(path: Path) -> pa.Table | None:
     """The file's table with jacbench's column types, or None (quarantined) if it has none."""
     try:
         table = pq.read_table(path)
-        if not set(table.column_names) >= IDENTITY_COLUMNS:
-            raise pa.ArrowInvalid(
-                f"not a jacbench result: no {', '.join(sorted(IDENTITY_COLUMNS))}"
-            )
+        lacking = sorted(IDENTITY_COLUMNS - set(table.column_names))
+        if lacking:
+            raise pa.ArrowInvalid(f"not a jacbench result: no {', '.join(lacking)}")
         for name in set(SCHEMA.names) & set(table.column_names):
             index = table.column_names.index(name)
             column = table.column(index).cast(SCHEMA.field(name).type)

@@ -25,7 +25,6 @@ from typing import Any
 # Hydra flags after which nothing is measured, and overrides that turn tracking off: no helper
 NOTHING_MEASURED = ("--help", "-h", "--hydra-help", "--cfg", "-c", "--info", "-i", "--version")
 NOTHING_MEASURED += ("--shell-completion", "-sc", "--multirun", "-m")
-READY_TIMEOUT_S = 120.0
 
 
 class TrackerGone(RuntimeError):

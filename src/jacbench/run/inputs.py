@@ -135,9 +135,9 @@ def check_group_overrides(overrides: list[str], conf: Path) -> None:
         group = key.lstrip("+~")
         if not sep or "." in group or "/" in group or not (conf / group).is_dir():
             continue
-        choices = ", ".join(sorted(p.stem for p in (conf / group).glob("*.yaml")))
         value = value.strip()
         if value in ("null", ""):
+            choices = ", ".join(sorted(p.stem for p in (conf / group).glob("*.yaml")))
             raise ConfigError(f"{override}: {group} needs one of its choices: {choices}")
         if value.startswith("["):
             raise ConfigError(

@@ -279,20 +279,12 @@ def summarise(state: SweepState, console: Any) -> ParentOutcome:
     summary_path = Path(state.sweep_dir) / "summary.parquet"
     not_written = write_summary(summary_path, rows)
     aside = unwritten_rows(state, records.values())
-    untracked = sorted(r["job_num"] for r in records.values() if r.get("untracked"))
-    if untracked:
-        aside = "; ".join(filter(None, [aside, f"{len(untracked)} job(s) without an MLflow run"]))
-        print(
-            f"jacbench: {len(untracked)} job(s) ({', '.join(map(str, untracked))}) have no "
-            "MLflow run (tracking failed, said above): python -m jacbench.sync logs them once "
-            "tracking is back",
-            file=sys.stderr,
-        )
+    untracked = untracked_jobs(records.values())
     counts = {s.value: int((rows["status"] == s).sum()) if len(rows) else 0 for s in Status}
     n_resumed = int(rows["resumed"].sum()) if len(rows) else 0
     if records:
         console.print(summary_table(rows, missing))
-    failed = counts["failed"] > 0 or bool(missing) or bool(not_written) or bool(aside)
+    failed = counts["failed"] > 0 or bool(missing or not_written or aside or untracked)
     console.print(
         f"[bold]{len(rows)}/{state.total} jobs recorded[/]: {counts['ok']} ok, "
         f"{counts['failed']} failed, {counts['skipped']} skipped, {n_resumed} already done "
@@ -339,7 +331,7 @@ def summarise(state: SweepState, console: Any) -> ParentOutcome:
         images=images,
         job_images=job_images,
         failed=failed,
-        reason="; ".join(filter(None, [not_written, aside])),
+        reason="; ".join(filter(None, [not_written, aside, untracked])),
     )
     if state.tracking and state.parent_run_id and len(rows):
         sweep_line = (
@@ -375,6 +367,20 @@ def unwritten_rows(state: SweepState, records: Iterable[dict[str, Any]]) -> str:
         f"jacbench: {line}; move them into the results folder once there is room", file=sys.stderr
     )
     return line
+
+
+def untracked_jobs(records: Iterable[dict[str, Any]]) -> str:
+    """Say which jobs have no MLflow run although tracking was on ("" when none)."""
+    untracked = sorted(r["job_num"] for r in records if r.get("untracked"))
+    if not untracked:
+        return ""
+    print(
+        f"jacbench: {len(untracked)} job(s) ({', '.join(map(str, untracked))}) have no MLflow "
+        "run (tracking failed, said above): python -m jacbench.sync logs them once tracking "
+        "is back",
+        file=sys.stderr,
+    )
+    return f"{len(untracked)} job(s) without an MLflow run"
 
 
 def print_recommendations(rows: Any, console: Any) -> None:
