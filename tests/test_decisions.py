@@ -105,7 +105,8 @@ def test_calibration_counts_the_work_not_the_wait():
     that sleeps 3 ms a call against one that computes for about 1 ms."""
     import time
 
-    from jacbench.strategies.auto import _cpu_seconds_per_call
+    from jacbench.strategies.auto import _seconds_per_call
+    from jacbench.timing.measure import torch_threads
 
     def waiting(x):
         time.sleep(0.003)
@@ -118,5 +119,20 @@ def test_calibration_counts_the_work_not_the_wait():
         return x
 
     x = torch.zeros(3)
-    waits, works = _cpu_seconds_per_call([waiting, working], x, budget=0.1)
+    with torch_threads(1):  # one thread: CPU time is what a call costs
+        waits, works = _seconds_per_call([waiting, working], x, budget=0.1)
     assert waits < 0.0005 < works < 0.01  # by wall clock the sleeper would be the slower
+
+
+def test_with_several_threads_calibration_times_what_the_user_waits():
+    """A call on two threads costs their summed CPU time but returns in about half: there
+    the wall clock decides, or auto would pass over a candidate that uses the cores well."""
+    import time
+
+    from jacbench.strategies.auto import calibration_clock
+    from jacbench.timing.measure import torch_threads
+
+    with torch_threads(1):
+        assert calibration_clock() is time.process_time
+    with torch_threads(2):
+        assert calibration_clock() is time.perf_counter

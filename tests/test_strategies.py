@@ -181,7 +181,7 @@ def test_auto_calibration_keeps_the_fastest_candidate(monkeypatch):
     fake_times = {"jacfwd": 3.0, "jacrev": 1.0, "grads_batched": 2.0}
     monkeypatch.setattr(
         auto_module,
-        "_cpu_seconds_per_call",
+        "_seconds_per_call",
         lambda preps, x, budget: [fake_times.get(p.strategy, 9.0) for p in preps],
     )
     choice, _ = auto_module.choose(problem, auto_module.AutoOptions(compile=False))
@@ -196,7 +196,7 @@ def test_auto_keeps_pytorchs_default_where_it_is_fastest(monkeypatch):
     fake_times["functional"] = 1.0
     monkeypatch.setattr(
         auto_module,
-        "_cpu_seconds_per_call",
+        "_seconds_per_call",
         lambda preps, x, budget: [fake_times.get(p.strategy, 9.0) for p in preps],
     )
     choice, _ = auto_module.choose(problem, auto_module.AutoOptions(compile=False))

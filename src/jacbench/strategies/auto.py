@@ -20,6 +20,7 @@ from __future__ import annotations
 import math
 import statistics
 import time
+from collections.abc import Callable
 from dataclasses import asdict, dataclass, replace
 from enum import Enum
 
@@ -103,25 +104,31 @@ def _prepare_named(name: str, problem: Problem, **options: object) -> Prepared:
 ROUNDS = 5  # interleaved calibration rounds: each candidate timed once per round
 
 
-def _cpu_seconds_per_call(preps: list[Prepared], x: torch.Tensor, budget: float) -> list[float]:
-    """Each candidate's median CPU time per call, in interleaved rounds. CPU time (this
-    process's, all its threads) does not grow when another process takes the cores, and
-    interleaving spreads what does change (frequency, caches) over every candidate: timed by
-    wall clock one after the other, a loaded machine once made auto choose grads_batched at
-    28x JAX's time (issue 33). torch.utils.benchmark times by wall clock only, hence this."""
-    per_block = budget / ROUNDS
+def calibration_clock() -> Callable[[], float]:
+    """CPU time where torch computes on one thread: it does not grow when another process
+    takes the core. With several threads a call's CPU time is their sum, not how long the
+    user waits, so there the wall clock (interleaving still spreads the load's changes)."""
+    return time.process_time if torch.get_num_threads() == 1 else time.perf_counter
+
+
+def _seconds_per_call(preps: list[Prepared], x: torch.Tensor, budget: float) -> list[float]:
+    """Each candidate's median time per call (``calibration_clock``), in interleaved rounds:
+    timed by wall clock one after the other, a loaded machine once made auto choose
+    grads_batched at 28x JAX's time (issue 33). torch.utils.benchmark times by wall clock
+    only and one statement at a time, hence this."""
+    clock, per_block = calibration_clock(), budget / ROUNDS
     sizes = []
     for prep in preps:  # calls per block, from one warm call
-        start = time.process_time()
+        start = clock()
         prep(x)
-        sizes.append(max(1, min(1000, int(per_block / max(time.process_time() - start, 1e-6)))))
+        sizes.append(max(1, min(1000, int(per_block / max(clock() - start, 1e-6)))))
     rounds: list[list[float]] = [[] for _ in preps]
     for _ in range(ROUNDS):
         for k, prep in enumerate(preps):
-            start = time.process_time()
+            start = clock()
             for _ in range(sizes[k]):
                 prep(x)
-            rounds[k].append((time.process_time() - start) / sizes[k])
+            rounds[k].append((clock() - start) / sizes[k])
             check_interrupt()
     return [statistics.median(times) for times in rounds]
 
@@ -209,9 +216,10 @@ def calibrate(problem: Problem, opts: AutoOptions) -> tuple[Prepared, dict]:
     for name, options in candidates(problem, opts.compile):
         try:
             prep = _prepare_named(name, problem, **options)
-            start = time.process_time()
+            clock = calibration_clock()
+            start = clock()
             prep(problem.x)
-            first = time.process_time() - start
+            first = clock() - start
         except Exception as exc:  # a candidate that cannot run here is simply not chosen
             raise_if_interrupt(exc)  # but a Ctrl-C stops the job
             continue
@@ -221,7 +229,7 @@ def calibrate(problem: Problem, opts: AutoOptions) -> tuple[Prepared, dict]:
         ready.append((prep, options))
     if not ready:
         raise StrategySkip("auto: none of its candidates can compute this Jacobian")
-    seconds = _cpu_seconds_per_call([p for p, _ in ready], problem.x, opts.calibration_time)
+    seconds = _seconds_per_call([p for p, _ in ready], problem.x, opts.calibration_time)
     return ready[seconds.index(min(seconds))]
 
 
