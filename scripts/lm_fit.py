@@ -1,53 +1,61 @@
-"""A real Levenberg-Marquardt fit of the seed004 problem with four ways to get the Jacobian.
+"""A whole Levenberg-Marquardt fit of the seed004 problem, each method in a fresh process.
 
 The forum thread behind seed004 fits an MLP 3-10-4 (84 parameters) to 144 samples (576
 residuals) with Levenberg-Marquardt and found autograd's Jacobian 7-10x slower than a
-finite-difference loop. This script runs the same plain LM loop once per Jacobian method:
+finite-difference loop. Each method below runs the same fit (at most ``--iterations`` LM
+iterations) in a process of its own, so no method pays another's one-time costs:
 
 - ``fd_loop``: the thread's forward-difference loop (one forward pass per parameter);
 - ``functional``: ``torch.autograd.functional.jacobian`` (PyTorch's default);
-- ``jacbench_auto``: ``jacbench.prepare(residuals, theta0, "auto")``, prepared once;
-- ``jacbench_auto_eager``: the same with ``compile=False`` (no compilation to pay off);
-- ``compiled_jacfwd``: ``torch.compile(torch.func.jacfwd(residuals))``, built once by hand.
+- ``compiled_jacfwd``: ``torch.compile(torch.func.jacfwd(residuals))``, built by hand;
+- ``jacbench_auto``: ``jacbench.prepare(residuals, theta0)``, the default (tiered) auto;
+- ``jacbench_auto_upfront``: ``upfront=True`` (compile and calibrate everything first);
+- ``jacbench_auto_eager``: ``compile=False`` (eager candidates calibrated);
+- peers a user would pick, where installed: ``torch_lm`` (torch-levenberg-marquardt, its
+  defaults) and ``scipy_lm`` (SciPy's MINPACK ``least_squares(method="lm")`` on numpy
+  residuals, finite differences inside).
 
-It prints, side by side from one run: Jacobian time per call (torch.utils.benchmark at the
-final point, interleaved rounds), whole-fit time including preparation, iterations, and final
-loss, then the two target ratios. Run: ``python scripts/lm_fit.py [--iterations 300]``.
+Each runs with cold caches (new empty JACBENCH_CACHE_DIR and TORCHINDUCTOR_CACHE_DIR) and
+warm ones (folders an earlier, uncounted run of the same method filled), in alternating
+rounds, one thread. ``floor`` is torch's own first ``torch.func`` call on the same function in
+a fresh process. The table gives medians over rounds of CPU time (and wall time) of the
+preparation and the whole fit (preparation included, imports not), then the target ratios.
+
+Run: ``python scripts/lm_fit.py [--rounds 3] [--iterations 300] [--dtype float64]``.
 """
 
 from __future__ import annotations
 
 import argparse
+import json
 import math
+import os
+import statistics
+import subprocess
+import sys
+import tempfile
 import time
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from pathlib import Path
 
 import torch
-from rich.console import Console
-from rich.table import Table
 from torch import nn
-from torch.utils import benchmark
 
 import jacbench
 
 Jacobian = Callable[[torch.Tensor], torch.Tensor]
+N_SAMPLES, SIZES = 144, (3, 10, 4)
 
 
-def make_problem(dtype: torch.dtype) -> tuple[nn.Module, Callable[[torch.Tensor], torch.Tensor]]:
-    """The seed004 network and its residual function r(theta) (576 values)."""
+def data(dtype: torch.dtype) -> tuple[nn.Module, torch.Tensor, torch.Tensor]:
+    """The seed004 network at its start and the samples and targets it is fitted to."""
     torch.manual_seed(0)
-    samples = torch.rand(144, 3, dtype=dtype) * 4 - 2
+    samples = torch.rand(N_SAMPLES, SIZES[0], dtype=dtype) * 4 - 2
     teacher = nn.Sequential(nn.Linear(3, 10), nn.Tanh(), nn.Linear(10, 4)).to(dtype)
     with torch.no_grad():
-        targets = teacher(samples) + 0.01 * torch.randn(144, 4, dtype=dtype)
+        targets = teacher(samples) + 0.01 * torch.randn(N_SAMPLES, SIZES[2], dtype=dtype)
     net = nn.Sequential(nn.Linear(3, 10), nn.Tanh(), nn.Linear(10, 4)).to(dtype)
-    params = jacbench.FlatParams(net)
-
-    def residuals(theta: torch.Tensor) -> torch.Tensor:
-        return (params.call(theta, samples) - targets).reshape(-1)
-
-    return net, residuals
+    return net, samples, targets
 
 
 def fd_loop(residuals: Callable[[torch.Tensor], torch.Tensor]) -> Jacobian:
@@ -67,150 +75,281 @@ def fd_loop(residuals: Callable[[torch.Tensor], torch.Tensor]) -> Jacobian:
     return jac
 
 
-def functional(residuals: Callable[[torch.Tensor], torch.Tensor]) -> Jacobian:
-    return lambda theta: torch.autograd.functional.jacobian(residuals, theta)
-
-
-METHODS: dict[str, Callable[[Callable, torch.Tensor], Jacobian]] = {
+JACOBIANS: dict[str, Callable[[Callable, torch.Tensor], Jacobian]] = {
     "fd_loop": lambda r, theta0: fd_loop(r),
-    "functional": lambda r, theta0: functional(r),
-    "jacbench_auto": lambda r, theta0: jacbench.prepare(r, theta0, "auto"),
-    "jacbench_auto_eager": lambda r, theta0: jacbench.prepare(r, theta0, "auto", compile=False),
+    "functional": lambda r, theta0: lambda t: torch.autograd.functional.jacobian(r, t),
     "compiled_jacfwd": lambda r, theta0: torch.compile(torch.func.jacfwd(r)),
+    "jacbench_auto": lambda r, theta0: jacbench.prepare(r, theta0),
+    "jacbench_auto_upfront": lambda r, theta0: jacbench.prepare(r, theta0, upfront=True),
+    "jacbench_auto_eager": lambda r, theta0: jacbench.prepare(r, theta0, compile=False),
 }
+PEERS = {"torch_lm": "torch_levenberg_marquardt", "scipy_lm": "scipy"}
+FLOOR = "floor"
 
 
-@dataclass
-class Fit:
-    method: str
-    prepare_s: float
-    fit_s: float  # preparation included
-    jacobian_s: float  # time inside Jacobian calls during the fit
-    n_jacobians: int
-    iterations: int
-    loss: float
-    jac: Jacobian = field(repr=False)
-    theta: torch.Tensor = field(repr=False)  # the fitted parameters
-    per_call_s: float = float("nan")  # set by per_call()
-
-
-def levenberg_marquardt(
-    residuals: Callable[[torch.Tensor], torch.Tensor],
-    jac: Jacobian,
-    theta: torch.Tensor,
-    iterations: int,
-) -> tuple[torch.Tensor, float, int, float, int]:
-    """Plain LM with Marquardt's diagonal scaling; returns (theta, loss, iterations,
-    seconds in Jacobian calls, Jacobian calls)."""
-    damping, jac_s, n_jac = 1e-3, 0.0, 0
+def levenberg_marquardt(residuals: Callable, jac: Jacobian, theta: torch.Tensor, iterations: int):
+    """Plain LM with Marquardt's diagonal scaling, steps accepted only where they help;
+    returns (theta, loss, iterations, Jacobian calls, CPU seconds in them)."""
+    damping, n_jac, jac_s = 1e-3, 0, 0.0
     r = residuals(theta).detach()
     loss = float(r @ r)
-    J = JTJ = g = None
+    JTJ = g = None
     done = 0
     while done < iterations:
         done += 1
-        if J is None:
-            start = time.perf_counter()
+        if JTJ is None:
+            start = time.process_time()
             J = jac(theta)
-            jac_s += time.perf_counter() - start
+            jac_s += time.process_time() - start
             n_jac += 1
             JTJ, g = J.T @ J, J.T @ r  # kept while steps are rejected (only damping changes)
         A = JTJ + damping * torch.diag(JTJ.diagonal().clamp_min(1e-12))
-        step = torch.linalg.solve(A, -g)
-        trial = theta + step
+        trial = theta + torch.linalg.solve(A, -g)
         r_trial = residuals(trial).detach()
         trial_loss = float(r_trial @ r_trial)
         if trial_loss < loss:
             converged = (loss - trial_loss) <= 1e-10 * loss
-            theta, r, loss, J = trial, r_trial, trial_loss, None
+            theta, r, loss, JTJ = trial, r_trial, trial_loss, None
             damping = max(damping / 3, 1e-12)
             if converged:
                 break
         else:
             damping = min(damping * 2, 1e12)
-    return theta, loss, done, jac_s, n_jac
+    return theta, loss, done, n_jac, jac_s
 
 
-def run_fit(name: str, residuals: Callable, theta0: torch.Tensor, iterations: int) -> Fit:
-    start = time.perf_counter()
-    jac = METHODS[name](residuals, theta0)
-    jac(theta0)  # compilation and calibration happen here, not in the first LM step
-    prepare_s = time.perf_counter() - start
-    theta, loss, its, jac_s, n_jac = levenberg_marquardt(residuals, jac, theta0, iterations)
-    return Fit(name, prepare_s, time.perf_counter() - start, jac_s, n_jac, its, loss, jac, theta)
+def clocks() -> tuple[float, float]:
+    return time.process_time(), time.perf_counter()
 
 
-def per_call(fits: list[Fit], rounds: int, min_run_time: float) -> None:
-    """Median time per Jacobian call at each fit's final point, in interleaved rounds."""
-    samples: dict[str, list[float]] = {f.method: [] for f in fits}
-    for r in range(rounds):
-        order = fits[r % len(fits) :] + fits[: r % len(fits)]
-        for fit in order:
-            timer = benchmark.Timer(
-                stmt="jac(theta)",
-                globals={"jac": fit.jac, "theta": fit.theta},
-                num_threads=1,
+def since(start: tuple[float, float]) -> tuple[float, float]:
+    cpu, wall = clocks()
+    return cpu - start[0], wall - start[1]
+
+
+def fit_torch_lm(net: nn.Module, samples, targets, iterations: int) -> dict:
+    from torch_levenberg_marquardt.training import LevenbergMarquardtModule
+
+    start = clocks()
+    module = LevenbergMarquardtModule(net)
+    prepare = since(start)
+    done = 0
+    for done in range(1, iterations + 1):  # noqa: B007  (done: the iterations made)
+        _, _, stop, _ = module.training_step(samples, targets)
+        if stop:
+            break
+    with torch.no_grad():  # its loss is the mean before the step: the sum of squares after
+        loss = float((net(samples) - targets).square().sum())
+    return {
+        "prepare": prepare,
+        "fit": since(start),
+        "loss": loss,
+        "iterations": done,
+        "n_jac": done,
+    }
+
+
+def fit_scipy_lm(net: nn.Module, samples, targets, iterations: int) -> dict:
+    import numpy as np
+    from scipy.optimize import least_squares
+
+    X, T = samples.numpy(), targets.numpy()
+    shapes = [tuple(p.shape) for p in net.parameters()]
+    sizes = [math.prod(s) for s in shapes]
+
+    def residuals(theta: np.ndarray) -> np.ndarray:
+        w1, b1, w2, b2 = (
+            c.reshape(s)
+            for c, s in zip(np.split(theta, np.cumsum(sizes)[:-1]), shapes, strict=True)
+        )
+        return (np.tanh(X @ w1.T + b1) @ w2.T + b2 - T).reshape(-1)
+
+    start = clocks()
+    theta0 = jacbench.FlatParams(net).vector().numpy()
+    prepare = since(start)
+    out = least_squares(residuals, theta0, method="lm", max_nfev=iterations * (theta0.size + 1))
+    r = out.fun
+    return {
+        "prepare": prepare,
+        "fit": since(start),
+        "loss": float(r @ r),
+        "iterations": int(out.nfev),
+        "n_jac": int(out.njev or 0),
+    }
+
+
+def one(method: str, dtype: torch.dtype, iterations: int) -> dict:
+    """Fit by ``method`` in this process; what it cost, from after the imports."""
+    torch.set_num_threads(1)
+    net, samples, targets = data(dtype)
+    if method == "torch_lm":
+        return fit_torch_lm(net, samples, targets, iterations)
+    if method == "scipy_lm":
+        return fit_scipy_lm(net, samples, targets, iterations)
+    params = jacbench.FlatParams(net)
+
+    def residuals(theta: torch.Tensor) -> torch.Tensor:
+        return (params.call(theta, samples) - targets).reshape(-1)
+
+    theta0 = params.vector()
+    start = clocks()
+    if method == FLOOR:
+        torch.func.jacfwd(residuals)(theta0)
+        return {
+            "prepare": since(start),
+            "fit": since(start),
+            "loss": math.nan,
+            "iterations": 0,
+            "n_jac": 1,
+        }
+    jac = JACOBIANS[method](residuals, theta0)
+    jac(theta0)  # preparation ends with the first Jacobian
+    prepare = since(start)
+    _, loss, its, n_jac, jac_s = levenberg_marquardt(residuals, jac, theta0, iterations)
+    tier = getattr(getattr(jac, "info", None), "tier", "")
+    return {
+        "prepare": prepare,
+        "fit": since(start),
+        "loss": loss,
+        "iterations": its,
+        "n_jac": n_jac,
+        "per_call": jac_s / n_jac,
+        "tier": tier,
+    }
+
+
+def in_fresh_process(method: str, args: argparse.Namespace, caches: Path) -> dict:
+    env = {
+        **os.environ,
+        "JACBENCH_CACHE_DIR": str(caches / "jacbench"),
+        "TORCHINDUCTOR_CACHE_DIR": str(caches / "inductor"),
+        "OMP_NUM_THREADS": "1",
+    }
+    command = [
+        sys.executable,
+        __file__,
+        "--one",
+        method,
+        "--dtype",
+        args.dtype,
+        "--iterations",
+        str(args.iterations),
+    ]
+    proc = subprocess.run(command, env=env, capture_output=True, text=True, check=False)
+    if proc.returncode != 0:
+        raise SystemExit(f"{method} failed:\n{proc.stderr[-2000:]}")
+    return json.loads(proc.stdout.strip().splitlines()[-1])
+
+
+def available() -> list[str]:
+    import importlib.util
+
+    peers = [name for name, module in PEERS.items() if importlib.util.find_spec(module)]
+    missing = sorted(set(PEERS) - set(peers))
+    if missing:
+        print(f"not installed, left out: {', '.join(missing)}")
+    return [FLOOR, *JACOBIANS, *peers]
+
+
+def median(runs: list[dict], key: str, index: int | None = None) -> float:
+    values = [r[key][index] if index is not None else r[key] for r in runs]
+    return statistics.median(values)
+
+
+def report(results: dict[tuple[str, str], list[dict]], methods: list[str], args) -> None:
+    from rich.console import Console
+    from rich.table import Table
+
+    table = Table(
+        title=f"Levenberg-Marquardt on seed004 (N=84, M=576, {args.dtype}, "
+        f"1 thread, fresh process each, median of {args.rounds} rounds)"
+    )
+    for column in (
+        "method",
+        "caches",
+        "prepare CPU s",
+        "fit CPU s",
+        "fit wall s",
+        "Jacobian CPU ms/call",
+        "Jacobian calls",
+        "iterations",
+        "final loss",
+        "tier",
+    ):
+        table.add_column(column, justify="left" if column in ("method", "caches") else "right")
+    for method in methods:
+        for caches in ("cold", "warm"):
+            runs = results[(method, caches)]
+            per_call = [r["per_call"] for r in runs if "per_call" in r]
+            table.add_row(
+                method,
+                caches,
+                f"{median(runs, 'prepare', 0):.3f}",
+                f"{median(runs, 'fit', 0):.3f}",
+                f"{median(runs, 'fit', 1):.3f}",
+                f"{statistics.median(per_call) * 1e3:.3f}" if per_call else "-",
+                str(runs[-1]["n_jac"]),
+                str(runs[-1]["iterations"]),
+                f"{runs[-1]['loss']:.6e}",
+                runs[-1].get("tier", ""),
             )
-            samples[fit.method].append(timer.blocked_autorange(min_run_time=min_run_time).median)
-    for fit in fits:
-        fit.per_call_s = sorted(samples[fit.method])[len(samples[fit.method]) // 2]
+    console = Console(width=220)  # the whole table also when the output is not a terminal
+    console.print(table)
+    fit = {k: median(v, "fit", 0) for k, v in results.items()}
+    prep = {k: median(v, "prepare", 0) for k, v in results.items()}
+    spread = {
+        k: (max(r["fit"][0] for r in v) - min(r["fit"][0] for r in v)) / fit[k]
+        for k, v in results.items()
+    }
+    lines = []
+    for caches, target_fit, target_prep in (("cold", 4, 0.5), ("warm", 6, 0.2)):
+        auto, loop = ("jacbench_auto", caches), ("fd_loop", caches)
+        above = prep[auto] - prep[(FLOOR, caches)]
+        lines.append(
+            f"[{caches}] fd_loop fit / auto fit = {fit[loop] / fit[auto]:.1f}x "
+            f"(target >= {target_fit}; spread of auto's fits {spread[auto]:.0%})"
+        )
+        lines.append(
+            f"[{caches}] auto preparation above the floor = {above:.2f} CPU-s "
+            f"(target <= {target_prep}; floor {prep[(FLOOR, caches)]:.2f})"
+        )
+        for peer in PEERS:
+            if (peer, caches) in fit:
+                lines.append(
+                    f"[{caches}] {peer} fit / auto fit = "
+                    f"{fit[(peer, caches)] / fit[auto]:.1f}x (target > 1)"
+                )
+    console.print("\n".join(lines), markup=False)
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--iterations", type=int, default=300, help="LM iterations at most")
     parser.add_argument("--dtype", choices=["float32", "float64"], default="float64")
-    parser.add_argument("--rounds", type=int, default=5, help="interleaved timing rounds")
-    parser.add_argument("--min-run-time", type=float, default=0.2)
+    parser.add_argument("--rounds", type=int, default=3, help="alternating rounds")
+    parser.add_argument("--methods", nargs="*", help="a subset (default: all installed)")
+    parser.add_argument("--one", help=argparse.SUPPRESS)  # the child: fit by one method
     args = parser.parse_args()
-    torch.set_num_threads(1)
-    dtype = getattr(torch, args.dtype)
-    net, residuals = make_problem(dtype)
-    theta0 = jacbench.FlatParams(net).vector()
-    fits = [run_fit(name, residuals, theta0, args.iterations) for name in METHODS]
-    per_call(fits, args.rounds, args.min_run_time)
-
-    table = Table(title=f"Levenberg-Marquardt on seed004 (N=84, M=576, {args.dtype}, 1 thread)")
-    for column in (
-        "method",
-        "Jacobian per call",
-        "prepare",
-        "whole fit",
-        "Jacobian calls",
-        "iterations",
-        "final loss",
-    ):
-        table.add_column(column, justify="right" if column != "method" else "left")
-    for f in fits:
-        table.add_row(
-            f.method,
-            f"{f.per_call_s * 1e3:.3f} ms",
-            f"{f.prepare_s:.2f} s",
-            f"{f.fit_s:.2f} s",
-            str(f.n_jacobians),
-            str(f.iterations),
-            f"{f.loss:.6e}",
-        )
-    console = Console(width=200)  # the full table also when the output is not a terminal
-    console.print(table)
-    by = {f.method: f for f in fits}
-    auto, compiled, loop = by["jacbench_auto"], by["compiled_jacfwd"], by["fd_loop"]
-    eager = by["jacbench_auto_eager"]
-    exact = [f.loss for f in fits if f.method != "fd_loop"]
-    spread = (max(exact) - min(exact)) / max(exact)
-    # Jacobian calls after which auto's whole fit is 5x faster than the loop's (if ever)
-    gain = loop.per_call_s - 5 * auto.per_call_s
-    break_even = f"{math.ceil(5 * auto.prepare_s / gain)}" if gain > 0 else "never"
-    console.print(
-        f"auto per call / hand-built compiled jacfwd per call = "
-        f"{auto.per_call_s / compiled.per_call_s:.2f} (target <= 1.15)\n"
-        f"fd_loop whole fit / auto whole fit = {loop.fit_s / auto.fit_s:.1f}x (target >= 5)\n"
-        f"fd_loop per call / auto per call = {loop.per_call_s / auto.per_call_s:.1f}x\n"
-        f"fd_loop whole fit / auto (compile=False) whole fit = {loop.fit_s / eager.fit_s:.1f}x\n"
-        f"auto pays off its preparation 5x over the loop after {break_even} Jacobian calls "
-        f"(this fit made {auto.n_jacobians})\n"
-        f"final loss of the exact methods agree to {spread:.1e} (relative spread)"
-    )
+    if args.one:
+        print(json.dumps(one(args.one, getattr(torch, args.dtype), args.iterations)))
+        return
+    methods = [m for m in available() if not args.methods or m in args.methods]
+    results: dict[tuple[str, str], list[dict]] = {}
+    with tempfile.TemporaryDirectory() as scratch:
+        warm = {m: Path(scratch, "warm", m) for m in methods}
+        for method in methods:  # fills the warm caches; not counted
+            in_fresh_process(method, args, warm[method])
+        for r in range(args.rounds):
+            order = methods[r % len(methods) :] + methods[: r % len(methods)]
+            for method in order:
+                for caches in ("cold", "warm") if r % 2 == 0 else ("warm", "cold"):
+                    folder = (
+                        warm[method] if caches == "warm" else Path(tempfile.mkdtemp(dir=scratch))
+                    )
+                    out = in_fresh_process(method, args, folder)
+                    results.setdefault((method, caches), []).append(out)
+            print(f"round {r + 1}/{args.rounds} done", file=sys.stderr)
+    report(results, methods, args)
 
 
 if __name__ == "__main__":

@@ -272,6 +272,7 @@ def make_result(**changes) -> Result:
         undecided_reason="",
         pattern_source="",
         decided_by="",
+        tier="",
         reference_method="forward_float64",
         reference_uncertainty=1e-16,
         strategy_options="{}",

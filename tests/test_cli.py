@@ -205,6 +205,7 @@ def test_auto_records_its_choice_in_results_and_mlflow(cli):
     assert proc.returncode == 0, proc.stderr
     row = cli.results().iloc[0]
     assert row["chosen_strategy"] in {
+        "jacfwd_folded",
         "jacfwd",
         "jacrev",
         "grads_batched",

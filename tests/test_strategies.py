@@ -163,15 +163,23 @@ def test_compiled_and_auto_strategies_are_exact_in_both_dtypes(name, dtype):
     assert not prep(problem.x).requires_grad
 
 
-@pytest.mark.parametrize(("n_in", "n_out", "expected"), [(4, 40, "jacfwd"), (40, 4, "jacrev")])
-def test_auto_rule_follows_the_shape_without_calibration(n_in, n_out, expected):
+@pytest.mark.parametrize(
+    ("n_in", "n_out", "eager", "compiled"),
+    [
+        (4, 40, ("jacfwd_folded", {"compile": False}), ("jacfwd_folded", {"compile": True})),
+        (40, 4, ("jacrev", {}), ("jacrev_compiled", {})),
+    ],
+)
+def test_auto_rule_follows_the_shape_without_calibration(n_in, n_out, eager, compiled):
     from jacbench.strategies.auto import rule
 
     problem = build_problem({**MLP, "n_in": n_in, "n_out": n_out}, torch.float32, CPU, 0)
-    assert rule(problem, compile=False) == expected
-    assert rule(problem, compile=True) == f"{expected}_compiled"
+    assert rule(problem, compile=False) == eager
+    assert rule(problem, compile=True) == compiled
     prep = REGISTRY.prepare("auto", problem, calibrate=False, compile=False)
-    assert prep.info.chosen_strategy == expected
+    assert prep.info.chosen_strategy == eager[0]
+    tiered = REGISTRY.prepare("auto", problem, cache=False)  # the default: eager first
+    assert (tiered.info.chosen_strategy, tiered.info.tier) == (eager[0], "eager")
 
 
 def test_auto_calibration_keeps_the_fastest_candidate(monkeypatch):

@@ -19,6 +19,7 @@ import inspect
 import json
 import os
 import platform
+from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
@@ -66,19 +67,33 @@ def key(problem: Any, options: dict[str, Any]) -> str:
     return hashlib.sha256(json.dumps(fields, sort_keys=True, default=str).encode()).hexdigest()
 
 
-def recall(key_: str) -> tuple[str, dict[str, Any]] | None:
-    """(strategy, options) remembered under ``key_``, or None."""
+@dataclass(frozen=True)
+class Decision:
+    """A strategy and its options; for tiered auto also what compiling it cost last time."""
+
+    strategy: str
+    options: dict[str, Any]
+    compile_s: float | None = None
+
+
+def recall(key_: str) -> Decision | None:
+    """The decision remembered under ``key_``, or None."""
     where = folder()
     if where is None:
         return None
     try:
         data = json.loads((where / f"{key_}.json").read_text())
-        return str(data["strategy"]), dict(data["options"])
-    except (OSError, ValueError, KeyError, TypeError):
+        compile_s = data.get("compile_s")
+        return Decision(
+            str(data["strategy"]),
+            dict(data["options"]),
+            None if compile_s is None else float(compile_s),
+        )
+    except (OSError, ValueError, KeyError, TypeError, AttributeError):
         return None  # none yet, or unreadable: decide again
 
 
-def remember(key_: str, strategy: str, options: dict[str, Any]) -> None:
+def remember(key_: str, decision: Decision) -> None:
     """Store a decision; a cache that cannot be written only costs the next calibration."""
     where = folder()
     if where is None:
@@ -86,7 +101,7 @@ def remember(key_: str, strategy: str, options: dict[str, Any]) -> None:
     try:
         where.mkdir(parents=True, exist_ok=True)
         tmp = where / f".{key_}.{os.getpid()}.tmp"
-        tmp.write_text(json.dumps({"strategy": strategy, "options": options}))
+        tmp.write_text(json.dumps(asdict(decision)))
         os.replace(tmp, where / f"{key_}.json")
     except OSError:
         pass

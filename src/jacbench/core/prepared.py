@@ -10,7 +10,8 @@ from __future__ import annotations
 
 import warnings
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
+from typing import Protocol
 
 import torch
 
@@ -30,6 +31,20 @@ class PrepInfo:
     colors_lower_bound: int | None = None  # sparse: no colouring has fewer colours than this
     pattern_source: str = ""  # sparse: declared, traced, probed, or dense (and why)
     decided_by: str = ""  # auto: calibrated, remembered (from an earlier process) or rule
+    tier: str = ""  # auto: eager, or compiled (reached at once, or once the calls paid for it)
+
+
+class Tiers(Protocol):
+    """A Jacobian that starts eager and moves to compiled code once that pays (auto)."""
+
+    @property
+    def tier(self) -> str: ...
+
+    @property
+    def chosen_strategy(self) -> str: ...
+
+    def settle(self) -> None:
+        """Move to the final tier now (the runner times that, not the way to it)."""
 
 
 ValueAndJacobianFn = Callable[[torch.Tensor], tuple[torch.Tensor, torch.Tensor]]
@@ -44,6 +59,7 @@ class Declared:
     info: PrepInfo = field(default_factory=PrepInfo)
     value_and_jac: ValueAndJacobianFn | None = None
     mode: Mode | None = None  # the mode the Jacobian is computed in (auto: its choice's)
+    tiers: Tiers | None = None  # auto: the tier it is in, and how to reach the last now
 
 
 def _describe(shape: tuple[int, ...], dtype: torch.dtype, device: torch.device) -> str:
@@ -67,10 +83,25 @@ class Prepared:
     shape: tuple[int, ...]
     dtype: torch.dtype
     device: torch.device
-    info: PrepInfo = field(default_factory=PrepInfo)
+    declared_info: PrepInfo = field(default_factory=PrepInfo)
     mode: Mode | None = None  # how the Jacobian is computed (auto: by what it chose)
+    tiers: Tiers | None = field(default=None, repr=False)
     value_fn: JacobianFn | None = field(default=None, repr=False)  # f at points like x
     both_fn: ValueAndJacobianFn | None = field(default=None, repr=False)  # one pass
+
+    @property
+    def info(self) -> PrepInfo:
+        """What the strategy decided; for a tiered ``auto``, the tier it is in now."""
+        if self.tiers is None:
+            return self.declared_info
+        tiers = self.tiers
+        return replace(self.declared_info, tier=tiers.tier, chosen_strategy=tiers.chosen_strategy)
+
+    def settled(self) -> Prepared:
+        """This Jacobian in its final tier (a tiered ``auto`` compiles now); itself."""
+        if self.tiers is not None:
+            self.tiers.settle()
+        return self
 
     def check(self, x: torch.Tensor) -> None:
         if tuple(x.shape) != self.shape or x.dtype != self.dtype or x.device != self.device:

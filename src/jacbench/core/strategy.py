@@ -102,8 +102,9 @@ class StrategySpec:
             shape=tuple(problem.x.shape),
             dtype=problem.dtype,
             device=problem.device,
-            info=declared.info,
+            declared_info=declared.info,
             mode=declared.mode or self.mode,
+            tiers=declared.tiers,
             value_fn=problem.f if problem.batch == 1 else problem.f_many,
             both_fn=serialised(both) if forward and both is not None else both,
         )

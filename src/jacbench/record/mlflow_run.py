@@ -194,6 +194,7 @@ PARAM_FIELDS = [
     "strategy_mode",
     "chosen_strategy",
     "decided_by",
+    "tier",
     "n_colors",
     "pattern_density",
     "colors_lower_bound",

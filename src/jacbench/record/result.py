@@ -42,6 +42,7 @@ class Result:
     strategy_mode: str = ""  # reverse, forward, numeric, analytic or auto
     chosen_strategy: str = ""  # what `auto` picked (empty for other strategies)
     decided_by: str = ""  # how auto picked it: calibrated, remembered or rule
+    tier: str = ""  # auto: the tier timed (compiled once settled; eager where compiling fails)
     wrt: str = ""  # input or params
     n_in: int | None = None  # N: the Jacobian has n_out rows and n_in columns
     n_out: int | None = None  # M

@@ -133,6 +133,7 @@ class FirstCallRecord:
     colors_lower_bound: int | None
     pattern_source: str
     decided_by: str
+    tier: str
 
 
 @dataclass(frozen=True)
@@ -289,7 +290,9 @@ def _measure(job: JobSpec, records: list[Any], before_timing: Callable[[], None]
 
 def _first_call(job: JobSpec, problem: Problem, records: list[Any]) -> FirstCall:
     """Prepare and call the strategy once, recording what it cost and decided."""
-    first = first_call(lambda: job.strategy.prepare(problem, job.options), problem.x, job.device)
+    first = first_call(
+        lambda: job.strategy.prepare(problem, job.options).settled(), problem.x, job.device
+    )
     records.append(FirstCallRecord(first.seconds, **dataclasses.asdict(first.prep.info)))
     if getattr(first.value, "requires_grad", False):
         raise RuntimeError("the strategy returned a Jacobian that requires grad (a live graph)")

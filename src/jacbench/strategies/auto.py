@@ -1,18 +1,24 @@
 """``auto``: pick an exact strategy for this problem, by a rule and a short calibration.
 
-The rule: forward mode (jacfwd) when the Jacobian has at least as many rows as columns
-(M >= N: N forward passes beat M backward passes), reverse mode (jacrev) otherwise, compiled
-when ``compile`` is on. Where the model declares its sparsity pattern (``jacobian_sparsity()``,
-so knowing it costs nothing) the same rule picks sparse_jacfwd / sparse_jacrev instead, with
-their ``compile`` option, and the eager sparse strategies join the calibration; patterns are
-never detected for auto (detection costs about as much as a dense Jacobian).
+The rule: forward mode (jacfwd_folded) when the Jacobian has at least as many rows as
+columns (M >= N: N forward passes beat M backward passes), reverse mode (jacrev) otherwise.
+Where the model declares its sparsity pattern (``jacobian_sparsity()``, so knowing it costs
+nothing) the same rule picks sparse_jacfwd / sparse_jacrev instead; patterns are never
+detected for auto (detection costs about as much as a dense Jacobian).
 
-With ``calibrate`` on (the default) the candidates below are each prepared and timed briefly,
-leaving out those that need over PASS_RATIO times the passes of the other mode, and the
-fastest is kept; the calibration's cost, compilation included, is part of first_call_s. The
-choice is recorded as ``chosen_strategy`` and, with ``cache`` on, remembered across processes
-(``jacbench.core.decisions``): the next preparation of the same problem prepares that choice
-alone and checks its first answer (``decided_by``).
+By default (``compile`` on, ``upfront`` off) auto is tiered: ``prepare`` returns at once with
+the rule's eager candidate, and moves to its compiled form only once the calls made have
+spent as much time as compiling is estimated to cost (ski rental: the total is never over
+twice the better of the two choices made in hindsight), or at once where an earlier process
+compiled it (its decision remembered; torch's compile caches on disk make it cheap).
+``prep.info.tier`` says which tier it is in; ``prep.settled()`` moves to the last tier now.
+
+With ``upfront`` (or ``compile`` off) the candidates below are each prepared and timed
+briefly, leaving out those that need over PASS_RATIO times the passes of the other mode, and
+the fastest is kept; the calibration's cost, compilation included, is part of first_call_s.
+The choice is recorded as ``chosen_strategy`` and, with ``cache`` on, remembered across
+processes (``jacbench.core.decisions``): the next preparation of the same problem prepares
+that choice alone and checks its first answer (``decided_by``).
 """
 
 from __future__ import annotations
@@ -33,8 +39,14 @@ from jacbench.core.memory_budget import sampled
 from jacbench.core.prepared import Prepared
 from jacbench.core.problem import Problem
 from jacbench.core.strategy import Declared, Kind, Mode, StrategySkip, strategy
+from jacbench.core.tiers import Tiered
 
-EAGER = ("jacfwd", "jacrev", "grads_batched")
+EAGER: tuple[tuple[str, dict], ...] = (
+    ("jacfwd_folded", {"compile": False}),
+    ("jacfwd", {}),
+    ("jacrev", {}),
+    ("grads_batched", {}),
+)
 # PyTorch's default and the hand-written row loop are candidates too, so that auto never loses
 # to them: on a multi-head-attention gradient where both compiled strategies fail, auto
 # without them chose grads_batched, 9-14% slower than functional. Timed last, and only where
@@ -49,14 +61,18 @@ class AutoOptions:
     calibrate: bool = True  # time the candidates and keep the fastest; else the rule alone
     calibration_time: float = 0.05  # seconds of timed calls per candidate
     cache: bool = True  # remember the decision across processes (jacbench.core.decisions)
+    upfront: bool = False  # compile and calibrate every candidate now (long fits, benchmarks)
+    patience: float = 1.0  # tiered: compile once eager calls cost this x compiling's estimate
 
     def __post_init__(self) -> None:
         if not (math.isfinite(self.calibration_time) and self.calibration_time > 0):
             raise ValueError(f"calibration_time must be > 0, got {self.calibration_time}")
+        if not (math.isfinite(self.patience) and self.patience >= 0):
+            raise ValueError(f"patience must be >= 0, got {self.patience}")
 
 
 SPARSE = ("sparse_jacfwd", "sparse_jacrev")
-FORWARD = ("jacfwd", "jacfwd_compiled", "sparse_jacfwd")
+FORWARD = ("jacfwd", "jacfwd_compiled", "jacfwd_folded", "sparse_jacfwd")
 # A candidate needing this many times the passes of the other mode is not calibrated: a pass
 # of either mode costs within a few times the other's, so it cannot win, and on hand tracking
 # (9600 x 26) the reverse candidates' first calls took 30 s of auto's 66 s set-up.
@@ -86,13 +102,13 @@ def sparse_side(problem: Problem) -> str:
     return SPARSE[0] if by_columns <= by_rows else SPARSE[1]
 
 
-def rule(problem: Problem, compile: bool) -> str:
-    """The strategy the shape (and a declared sparsity pattern) alone suggests."""
-    forward = problem.n_out >= problem.n_in
+def rule(problem: Problem, compile: bool) -> tuple[str, dict]:
+    """The strategy (and options) the shape, and a declared sparsity pattern, suggest."""
     if problem.sparsity is not None:
-        return sparse_side(problem)
-    name = "jacfwd" if forward else "jacrev"
-    return f"{name}_compiled" if compile else name
+        return sparse_side(problem), {"compile": compile}
+    if problem.n_out >= problem.n_in:
+        return "jacfwd_folded", {"compile": compile}
+    return ("jacrev_compiled" if compile else "jacrev"), {}
 
 
 def _prepare_named(name: str, problem: Problem, **options: object) -> Prepared:
@@ -154,11 +170,10 @@ def candidates(problem: Problem, compile: bool) -> list[tuple[str, dict]]:
             )
         side, csr = sparse_side(problem), {"output": "csr"}
         return [(side, csr), *([(side, {**csr, "compile": True})] if compile else [])]
-    eager = [*EAGER, *(SPARSE if problem.sparsity is not None else ())]
-    out: list[tuple[str, dict]] = [(name, {}) for name in eager]
+    sparse = SPARSE if problem.sparsity is not None else ()
+    out: list[tuple[str, dict]] = [*EAGER, *((name, {}) for name in sparse)]
     if compile:
-        preferred = rule(problem, compile=True)
-        out.append((preferred, {"compile": True} if preferred in SPARSE else {}))
+        out.append(rule(problem, compile=True))
     out += [(name, {}) for name in LOOPS]
     passes = fewest_passes(problem)
     return [(name, options) for name, options in out if not outpaced(name, passes)]
@@ -168,20 +183,20 @@ class Decided(str, Enum):
     """How auto came to its choice (``PrepInfo.decided_by``)."""
 
     CALIBRATED = "calibrated"  # candidates prepared and timed
-    REMEMBERED = "remembered"  # an earlier process's calibration, checked on its first call
-    RULE = "rule"  # the shape rule alone (calibrate=False)
+    REMEMBERED = "remembered"  # an earlier process's decision, checked on its first call
+    RULE = "rule"  # the shape rule alone (calibrate=False, or tiered)
 
 
 def choose(problem: Problem, opts: AutoOptions) -> tuple[Prepared, Decided]:
     """The prepared candidate to use and how it was decided: remembered from an earlier
     process, by the rule alone, or the fastest in calibration (then remembered)."""
     if not opts.calibrate:
-        return by_rule(problem, opts), Decided.RULE
-    key = decisions.key(problem, asdict(opts)) if opts.cache else ""
+        return by_rule(problem, opts.compile), Decided.RULE
+    key = _key(problem, opts)
     remembered = decisions.recall(key) if key else None
     if remembered is not None:
         try:
-            prep = _prepare_named(remembered[0], problem, **remembered[1])
+            prep = _prepare_named(remembered.strategy, problem, **remembered.options)
             if decisions.agrees(problem, prep(problem.x)):
                 return prep, Decided.REMEMBERED
         except Exception as exc:  # gone or broken since: decide again
@@ -189,21 +204,54 @@ def choose(problem: Problem, opts: AutoOptions) -> tuple[Prepared, Decided]:
         decisions.forget(key)
     prep, options = calibrate(problem, opts)
     if key:
-        decisions.remember(key, prep.strategy, options)
+        decisions.remember(key, decisions.Decision(prep.strategy, options))
     return prep, Decided.CALIBRATED
 
 
-def by_rule(problem: Problem, opts: AutoOptions) -> Prepared:
+def _key(problem: Problem, opts: AutoOptions) -> str:
+    """The key of this problem's decision, or "" where remembering is off."""
+    return decisions.key(problem, asdict(opts)) if opts.cache else ""
+
+
+# What compiling the rule's candidate is taken to cost until this machine has measured it
+# (then remembered with the decision): seed004's folded forward mode took 0.9-3.5 CPU-s.
+COMPILE_ESTIMATE_S = 2.0
+
+
+def tiered(problem: Problem, opts: AutoOptions) -> Declared:
+    """The rule's eager candidate now, its compiled form once the calls paid for it."""
+    key = _key(problem, opts)
+    remembered = decisions.recall(key) if key else None
+    estimate = COMPILE_ESTIMATE_S if remembered is None else remembered.compile_s
+    eager = by_rule(problem, compile=False)
+
+    def compiled() -> Prepared:  # a StrategySkip keeps the eager tier
+        start = time.perf_counter()
+        name, options = ruled(problem, compile=True)
+        prep = _prepare_named(name, problem, **options)
+        if key:
+            seconds = time.perf_counter() - start
+            decisions.remember(key, decisions.Decision(name, options, seconds))
+        return prep
+
+    tiers = Tiered(eager, compiled, opts.patience * (estimate or COMPILE_ESTIMATE_S))
+    info = replace(eager.info, decided_by=Decided.RULE.value)
+    return Declared(tiers.jac, info, value_and_jac=tiers.both, mode=eager.mode, tiers=tiers)
+
+
+def ruled(problem: Problem, compile: bool) -> tuple[str, dict]:
+    """The rule's candidate; for a Jacobian too large to hold dense, the sparse side."""
+    return candidates(problem, compile)[-1] if too_large(problem) else rule(problem, compile)
+
+
+def by_rule(problem: Problem, compile: bool) -> Prepared:
     """The candidate the rule picks, compiled where ``compile`` (eager where that fails)."""
-    if too_large(problem):  # the compiled sparse side, if asked for
-        name, options = candidates(problem, opts.compile)[-1]
-        return _prepare_named(name, problem, **options)
-    preferred = rule(problem, opts.compile)
-    options = {"compile": opts.compile} if preferred in SPARSE else {}
     try:
-        return _prepare_named(preferred, problem, **options)
+        name, options = ruled(problem, compile)
+        return _prepare_named(name, problem, **options)
     except StrategySkip:  # compilation unavailable: the same mode, eager
-        return _prepare_named(rule(problem, compile=False), problem)
+        name, options = ruled(problem, compile=False)
+        return _prepare_named(name, problem, **options)
 
 
 def calibrate(problem: Problem, opts: AutoOptions) -> tuple[Prepared, dict]:
@@ -236,6 +284,8 @@ def calibrate(problem: Problem, opts: AutoOptions) -> tuple[Prepared, dict]:
 @strategy(Kind.EXACT, Mode.AUTO, options=AutoOptions, batch=True)
 def auto(problem: Problem, opts: AutoOptions):
     """The fastest exact strategy for this problem, chosen by rule and calibration."""
+    if opts.compile and not opts.upfront:
+        return tiered(problem, opts)
     chosen, how = choose(problem, opts)
     info = replace(chosen.info, chosen_strategy=chosen.strategy, decided_by=how.value)
     return Declared(chosen.fn, info, value_and_jac=chosen.both_fn, mode=chosen.mode)

@@ -1,0 +1,137 @@
+"""Forward mode with its tangents folded into matrix products (issue 33): the graph pass
+leaves no broadcast batched product, the folded Jacobian is exact on every zoo model at two
+points, a function whose graph depends on its values is refused, and auto's tiers (eager
+first, compiled once the calls paid for it) give the same Jacobians in each tier."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+import yaml
+
+from conftest import jacobian_at
+from jacbench.core.errors import StrategySkip
+from jacbench.core.fold import _broadcast, fold, traced
+from jacbench.core.problem import build_problem
+from jacbench.core.registry import load_registry
+from jacbench.core.tiers import Tiered
+from jacbench.run.config import conf_dir
+from jacbench.strategies.folded import _value_and_jacobian
+
+REGISTRY = load_registry()
+CPU = torch.device("cpu")
+ZOO = ["mlp", "cnn", "transformer", "seed000_mlp", "seed002_reciprocal", "seed004_lm", "burgers"]
+
+
+def problem_of(name: str, dtype: torch.dtype = torch.float64, **changes: object):
+    cfg = yaml.safe_load((conf_dir() / "model" / f"{name}.yaml").read_text())
+    return build_problem({**cfg, **changes}, dtype, CPU, seed=0)
+
+
+def broadcast_products(gm) -> int:
+    return sum(
+        1
+        for node in gm.graph.nodes
+        if node.target is torch.ops.aten.bmm.default and any(map(_broadcast, node.args))
+    )
+
+
+def test_the_pass_folds_seed004s_broadcast_products_into_plain_ones():
+    problem = problem_of("seed004_lm")
+    graph = traced(_value_and_jacobian(problem), problem.f, problem.x)
+    before = broadcast_products(graph)
+    assert before == 2  # x @ dW1 and h @ dW2, one per layer
+    assert fold(graph) == before and broadcast_products(graph) == 0
+    value, jac = graph(problem.x)
+    assert torch.equal(value, problem.f(problem.x))
+    torch.testing.assert_close(jac, torch.func.jacfwd(problem.f)(problem.x), rtol=0, atol=1e-14)
+
+
+@pytest.mark.parametrize("model", ZOO)
+def test_folded_forward_mode_is_exact_on_every_zoo_model_at_two_points(model):
+    problem = problem_of(model)
+    prep = REGISTRY.prepare("jacfwd_folded", problem, compile=False)
+    other = problem.x + 0.1 * torch.randn_like(problem.x)
+    for x in (problem.x, other):
+        torch.testing.assert_close(prep(x), jacobian_at(problem, x), rtol=1e-10, atol=1e-12)
+        value, jac = prep.value_and_jacobian(x)
+        torch.testing.assert_close(value, problem.f(x), rtol=1e-12, atol=1e-12)
+
+
+def test_folded_forward_mode_follows_a_batch_of_points():
+    problem = problem_of("mlp", batch=3)
+    prep = REGISTRY.prepare("jacfwd_folded", problem, compile=False)
+    expected = torch.stack([torch.func.jacfwd(problem.f)(p) for p in problem.x])
+    torch.testing.assert_close(prep(problem.x), expected, rtol=1e-10, atol=1e-12)
+
+
+def branching(x: torch.Tensor) -> torch.Tensor:
+    return x * 2 if x.sum() > 0 else x * 3  # one graph cannot hold both branches
+
+
+def itemised(x: torch.Tensor) -> torch.Tensor:
+    return x * x.max().item()  # a value baked into a graph would be wrong elsewhere
+
+
+@pytest.mark.parametrize("f", [branching, itemised])
+def test_a_function_whose_graph_depends_on_its_values_is_refused(f):
+    import jacbench
+
+    x = torch.ones(4, dtype=torch.float64)
+    with pytest.raises(StrategySkip, match="cannot trace f into one graph"):
+        jacbench.prepare(f, x, "jacfwd_folded", compile=False)
+
+
+def test_auto_stays_eager_while_the_calls_have_not_paid_for_compiling():
+    import jacbench
+
+    problem = problem_of("seed004_small")
+    prep = jacbench.prepare(problem.f, problem.x, patience=1e9, cache=False)
+    for _ in range(3):
+        torch.testing.assert_close(prep(problem.x), jacobian_at(problem, problem.x))
+        value, jac = prep.value_and_jacobian(problem.x)
+        torch.testing.assert_close(value, problem.f(problem.x))
+        torch.testing.assert_close(jac, jacobian_at(problem, problem.x))
+    assert prep.one_pass
+    assert (prep.info.tier, prep.info.decided_by) == ("eager", "rule")
+    assert 0 < prep.tiers.spent_s < prep.tiers.budget_s
+
+
+def test_a_tier_that_cannot_compile_stays_eager_and_says_why():
+    problem = problem_of("seed004_small")
+    eager = REGISTRY.prepare("jacfwd_folded", problem, compile=False)
+
+    def no_compiler():
+        raise StrategySkip("torch.compile failed here: no compiler")
+
+    tiers = Tiered(eager, no_compiler, budget_s=0.0)
+    first = tiers.jac(problem.x)  # spent >= 0: settles, fails, stays eager
+    assert (tiers.tier, tiers.why) == ("eager", "torch.compile failed here: no compiler")
+    torch.testing.assert_close(tiers.jac(problem.x), first)
+
+
+@pytest.mark.compiles
+@pytest.mark.slow
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float64])
+def test_auto_gives_the_same_jacobians_in_every_tier(dtype, tmp_path, monkeypatch):
+    import jacbench
+    from jacbench.core import decisions
+
+    monkeypatch.setenv(decisions.ENV, str(tmp_path))
+    problem = problem_of("seed004_lm", dtype)
+    other = problem.x + 0.1 * torch.randn_like(problem.x)
+    prep = jacbench.prepare(problem.f, problem.x, patience=0.0)  # compiles at its first call
+    tiers = []
+    for x in (problem.x, other, problem.x, other):
+        tiers.append(prep.info.tier)
+        torch.testing.assert_close(prep(x), jacobian_at(problem, x).to(dtype))
+        value, jac = prep.value_and_jacobian(x)  # one pass in either tier
+        torch.testing.assert_close(value, problem.f(x))
+        torch.testing.assert_close(jac, jacobian_at(problem, x).to(dtype))
+    assert tiers == ["eager", "compiled", "compiled", "compiled"]
+    (entry,) = (tmp_path / "auto").glob("*.json")
+    remembered = decisions.recall(entry.stem)
+    assert remembered.strategy == "jacfwd_folded" and remembered.compile_s > 0
+    settled = jacbench.prepare(problem.f, problem.x).settled()  # the runner's way
+    assert settled.info.tier == "compiled"
+    torch.testing.assert_close(settled(other), jacobian_at(problem, other).to(dtype))
