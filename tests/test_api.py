@@ -72,6 +72,16 @@ def test_a_nan_jacobian_comes_with_a_warning():
         prep(-torch.ones(3))
 
 
+def test_large_finite_entries_whose_sum_overflows_bring_no_warning():
+    import warnings
+
+    x = torch.ones(3, dtype=torch.float64)
+    prep = jacbench.prepare(lambda v: 1e308 * v, x, "jacrev")  # diagonal: sum is inf
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", jacbench.NonFiniteJacobian)
+        assert torch.isfinite(prep(x)).all()
+
+
 @pytest.mark.parametrize("strategy", ["jacfwd", "forward_ad_loop", "functional_forward"])
 def test_forward_mode_prepared_jacobians_are_safe_from_two_threads(strategy):
     # issue 32: 50-55% of calls from 2 threads failed with "Nested forward mode AD is not
@@ -132,3 +142,19 @@ def test_a_function_vmap_cannot_batch_still_loops():
     x = torch.linspace(0.1, 1.0, 5, dtype=torch.float64)
     jac = jacbench.prepare(f, x, "fd_forward")(x)
     assert torch.allclose(jac, jacbench.prepare(f, x, "fd_forward_loop")(x), atol=1e-12)
+
+
+def test_the_library_imports_no_hydra_mlflow_or_pandas():
+    """Issue 33: a fresh process's preparation is what a short fit pays for; jacbench.prepare
+    imported Hydra (0.24 s) through the problem module, which the library does not use."""
+    import subprocess
+    import sys
+
+    heavy = ("hydra", "omegaconf", "pandas", "mlflow", "pyarrow")
+    code = (
+        "import sys, torch, jacbench\n"
+        "jacbench.prepare(lambda x: x.sin() * x[0], torch.randn(3))(torch.randn(3))\n"
+        f"print(sorted(m for m in {heavy!r} if m in sys.modules))"
+    )
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert done.stdout.strip() == "[]"

@@ -129,7 +129,7 @@ def test_with_several_threads_calibration_times_what_the_user_waits():
     the wall clock decides, or auto would pass over a candidate that uses the cores well."""
     import time
 
-    from jacbench.strategies.auto import calibration_clock
+    from jacbench.timing.interleaved import calibration_clock
     from jacbench.timing.measure import torch_threads
 
     with torch_threads(1):

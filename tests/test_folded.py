@@ -14,7 +14,7 @@ from jacbench.core.errors import StrategySkip
 from jacbench.core.fold import _broadcast, fold, traced
 from jacbench.core.problem import build_problem
 from jacbench.core.registry import load_registry
-from jacbench.core.tiers import Tiered
+from jacbench.core.tiers import Stage, Tiered
 from jacbench.run.config import conf_dir
 from jacbench.strategies.folded import _value_and_jacobian
 
@@ -94,7 +94,8 @@ def test_auto_stays_eager_while_the_calls_have_not_paid_for_compiling():
         torch.testing.assert_close(jac, jacobian_at(problem, problem.x))
     assert prep.one_pass
     assert (prep.info.tier, prep.info.decided_by) == ("eager", "rule")
-    assert 0 < prep.tiers.spent_s < prep.tiers.budget_s
+    assert prep.info.chosen_strategy == "jacfwd"  # nothing to build: torch.func as it is
+    assert 0 < prep.tiers.spent_s < prep.tiers.stages[0].cost_s
 
 
 def test_a_tier_that_cannot_compile_stays_eager_and_says_why():
@@ -104,10 +105,11 @@ def test_a_tier_that_cannot_compile_stays_eager_and_says_why():
     def no_compiler():
         raise StrategySkip("torch.compile failed here: no compiler")
 
-    tiers = Tiered(eager, no_compiler, budget_s=0.0)
-    first = tiers.jac(problem.x)  # spent >= 0: settles, fails, stays eager
-    assert (tiers.tier, tiers.why) == ("eager", "torch.compile failed here: no compiler")
+    tiers = Tiered(eager, "folded", [Stage("compiled", no_compiler, cost_s=0.0)])
+    first = tiers.jac(problem.x)  # spent >= 0: moves on, fails, stays
+    assert (tiers.tier, tiers.why) == ("folded", "compiled: torch.compile failed here: no compiler")
     torch.testing.assert_close(tiers.jac(problem.x), first)
+    assert not tiers.stages  # tried once, not at every call
 
 
 @pytest.mark.compiles
@@ -122,16 +124,18 @@ def test_auto_gives_the_same_jacobians_in_every_tier(dtype, tmp_path, monkeypatc
     other = problem.x + 0.1 * torch.randn_like(problem.x)
     prep = jacbench.prepare(problem.f, problem.x, patience=0.0)  # compiles at its first call
     tiers = []
-    for x in (problem.x, other, problem.x, other):
+    for x in (problem.x, other, problem.x):
         tiers.append(prep.info.tier)
         torch.testing.assert_close(prep(x), jacobian_at(problem, x).to(dtype))
-        value, jac = prep.value_and_jacobian(x)  # one pass in either tier
+        tiers.append(prep.info.tier)
+        value, jac = prep.value_and_jacobian(x)  # one pass in every tier
         torch.testing.assert_close(value, problem.f(x))
         torch.testing.assert_close(jac, jacobian_at(problem, x).to(dtype))
-    assert tiers == ["eager", "compiled", "compiled", "compiled"]
+    assert tiers == ["eager", "folded", "compiled", "compiled", "compiled", "compiled"]
     (entry,) = (tmp_path / "auto").glob("*.json")
     remembered = decisions.recall(entry.stem)
-    assert remembered.strategy == "jacfwd_folded" and remembered.compile_s > 0
+    assert remembered.strategy == "jacfwd_folded" and remembered.options == {"compile": True}
+    assert set(remembered.build_s) == {"folded", "compiled"}  # the next process's estimates
     settled = jacbench.prepare(problem.f, problem.x).settled()  # the runner's way
     assert settled.info.tier == "compiled"
     torch.testing.assert_close(settled(other), jacobian_at(problem, other).to(dtype))

@@ -19,7 +19,7 @@ import inspect
 import json
 import os
 import platform
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -69,11 +69,11 @@ def key(problem: Any, options: dict[str, Any]) -> str:
 
 @dataclass(frozen=True)
 class Decision:
-    """A strategy and its options; for tiered auto also what compiling it cost last time."""
+    """A strategy and its options; for tiered auto also what building each tier cost."""
 
     strategy: str
     options: dict[str, Any]
-    compile_s: float | None = None
+    build_s: dict[str, float] = field(default_factory=dict)
 
 
 def recall(key_: str) -> Decision | None:
@@ -83,12 +83,8 @@ def recall(key_: str) -> Decision | None:
         return None
     try:
         data = json.loads((where / f"{key_}.json").read_text())
-        compile_s = data.get("compile_s")
-        return Decision(
-            str(data["strategy"]),
-            dict(data["options"]),
-            None if compile_s is None else float(compile_s),
-        )
+        build_s = {str(k): float(v) for k, v in dict(data.get("build_s", {})).items()}
+        return Decision(str(data["strategy"]), dict(data["options"]), build_s)
     except (OSError, ValueError, KeyError, TypeError, AttributeError):
         return None  # none yet, or unreadable: decide again
 

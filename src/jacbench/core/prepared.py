@@ -120,7 +120,9 @@ class Prepared:
     def _finite(self, out: torch.Tensor) -> torch.Tensor:
         """``out``, with a ``NonFiniteJacobian`` warning where it has NaN or inf entries."""
         values = out.values() if getattr(out, "layout", torch.strided) == torch.sparse_csr else out
-        if isinstance(values, torch.Tensor) and not bool(torch.isfinite(values).all()):
+        if not isinstance(values, torch.Tensor) or bool(torch.isfinite(values.sum())):
+            return out  # NaN and inf reach the sum: 15 us on seed004, isfinite().all() 126
+        if not bool(torch.isfinite(values).all()):  # not a sum that overflowed
             bad = int((~torch.isfinite(values)).sum())
             warnings.warn(
                 f"{self.strategy}: the Jacobian has {bad} NaN or infinite entries of "

@@ -15,7 +15,6 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-import hydra.utils
 import torch
 from torch import nn
 
@@ -267,6 +266,8 @@ def build_problem(
     keys, cfg = ModelKeys.split(model_cfg)
     name, target = keys.name, cfg["_target_"]
     torch.manual_seed(seed)  # parameter initialisation is part of the problem's identity
+    import hydra.utils  # here, not at the top: the library (jacbench.prepare) needs no Hydra
+
     try:
         obj = hydra.utils.instantiate(cfg, _convert_="all")
     except Exception as exc:  # Hydra wraps the model's own error: report the innermost one

@@ -1,11 +1,12 @@
-"""A prepared Jacobian that starts eager and compiles once the calls have paid for it.
+"""A prepared Jacobian that starts with the cheapest form and moves on as calls pay for it.
 
-Compiling costs seconds (1-3.5 CPU-s on seed004) and saves a fraction of a millisecond a
-call: a 300-step fit never earns it back, a 10^5-call sweep does. Which one a user is in is
+Building a faster form costs time once (tracing the folded graph ~0.3-0.8 CPU-s in a fresh
+process, compiling it 1-3.5 CPU-s on seed004) and saves a fraction of a millisecond a call:
+a 300-step fit never earns a compile back, a 10^5-call sweep does. Which one a user is in is
 not known at ``prepare``, so the choice is made as the calls come, by the ski-rental rule:
-keep calling the eager Jacobian until the time spent in it reaches the compile's estimated
-cost, then compile once. Whatever the number of calls, the total is at most twice that of
-the better choice made in hindsight (compile at once, or never).
+keep calling the current form until the time spent in it reaches the next form's estimated
+cost to build, then build it once. Whatever the number of calls, each step costs at most
+twice the better of the two choices made in hindsight (build at once, or never).
 """
 
 from __future__ import annotations
@@ -13,7 +14,7 @@ from __future__ import annotations
 import threading
 import time
 from collections.abc import Callable
-from enum import Enum
+from dataclasses import dataclass
 
 import torch
 
@@ -21,23 +22,24 @@ from jacbench.core.errors import StrategySkip
 from jacbench.core.prepared import Prepared
 
 
-class Tier(str, Enum):
-    EAGER = "eager"
-    COMPILED = "compiled"
+@dataclass(frozen=True)
+class Stage:
+    """A later form: its tier's name, how to build it, what building it is taken to cost."""
+
+    tier: str
+    build: Callable[[], Prepared]
+    cost_s: float
 
 
 class Tiered:
-    """``jac(x)`` and ``both(x)`` by ``eager`` until ``budget_s`` seconds were spent in it,
-    then by what ``compile()`` returns (eager for good where that fails)."""
+    """``jac(x)`` and ``both(x)`` by ``first`` (tier ``tier``), then by each of ``stages``
+    once the calls since the last move spent that stage's ``cost_s``; a stage that cannot be
+    built (``StrategySkip``) ends the moves, and ``why`` says why."""
 
-    def __init__(self, eager: Prepared, compile: Callable[[], Prepared], budget_s: float) -> None:
-        self.current, self._compile, self.budget_s = eager, compile, budget_s
-        self.spent_s, self.stage, self.why = 0.0, Tier.EAGER, ""
+    def __init__(self, first: Prepared, tier: str, stages: list[Stage]) -> None:
+        self.current, self.tier, self.stages = first, tier, list(stages)
+        self.spent_s, self.why = 0.0, ""
         self._lock = threading.Lock()
-
-    @property
-    def tier(self) -> str:
-        return self.stage.value
 
     @property
     def chosen_strategy(self) -> str:
@@ -53,21 +55,29 @@ class Tiered:
         return self._timed(current.both_fn, x)
 
     def _timed(self, fn: Callable, x: torch.Tensor):
-        if self.stage is not Tier.EAGER or self.why:
+        if not self.stages:
             return fn(x)
         start = time.perf_counter()
         out = fn(x)
         self.spent_s += time.perf_counter() - start
-        if self.spent_s >= self.budget_s:
-            self.settle()
+        if self.stages and self.spent_s >= self.stages[0].cost_s:
+            self._next()
         return out
 
-    def settle(self) -> None:
-        """Compile now, unless done or known to fail."""
+    def _next(self) -> None:
         with self._lock:
-            if self.stage is Tier.COMPILED or self.why:
+            if not self.stages:
                 return
+            stage = self.stages[0]
             try:
-                self.current, self.stage = self._compile(), Tier.COMPILED
-            except StrategySkip as exc:  # no compiler here: stay eager, and say why
-                self.why = str(exc)
+                self.current, self.tier = stage.build(), stage.tier
+            except StrategySkip as exc:  # e.g. no compiler here: stay, and say why
+                self.stages, self.why = [], f"{stage.tier}: {exc}"
+                return
+            self.stages.pop(0)
+            self.spent_s = 0.0
+
+    def settle(self) -> None:
+        """Build every later stage now (the runner times the last form, not the way to it)."""
+        while self.stages:
+            self._next()

@@ -6,12 +6,13 @@ Where the model declares its sparsity pattern (``jacobian_sparsity()``, so knowi
 nothing) the same rule picks sparse_jacfwd / sparse_jacrev instead; patterns are never
 detected for auto (detection costs about as much as a dense Jacobian).
 
-By default (``compile`` on, ``upfront`` off) auto is tiered: ``prepare`` returns at once with
-the rule's eager candidate, and moves to its compiled form only once the calls made have
-spent as much time as compiling is estimated to cost (ski rental: the total is never over
-twice the better of the two choices made in hindsight), or at once where an earlier process
-compiled it (its decision remembered; torch's compile caches on disk make it cheap).
-``prep.info.tier`` says which tier it is in; ``prep.settled()`` moves to the last tier now.
+By default (``compile`` on, ``upfront`` off) auto is tiered (``ladder``): ``prepare``
+returns at once with torch.func as it is (jacfwd or jacrev: nothing to build), and moves to
+each faster form (forward: jacfwd_folded eager, then compiled; reverse: jacrev_compiled) only
+once the calls since the last move have spent what building it is estimated to cost (ski
+rental: each move costs at most twice the better choice made in hindsight). Estimates become
+this machine's measured costs once it has built them for the problem (remembered).
+``prep.info.tier`` says where it is; ``prep.settled()`` makes every move now.
 
 With ``upfront`` (or ``compile`` off) the candidates below are each prepared and timed
 briefly, leaving out those that need over PASS_RATIO times the passes of the other mode, and
@@ -23,8 +24,8 @@ that choice alone and checks its first answer (``decided_by``).
 
 from __future__ import annotations
 
+import functools
 import math
-import statistics
 import time
 from collections.abc import Callable
 from dataclasses import asdict, dataclass, replace
@@ -33,13 +34,13 @@ from enum import Enum
 import torch
 
 from jacbench.core import decisions, sparsity
-from jacbench.core.interrupt import check as check_interrupt
 from jacbench.core.interrupt import raise_if_interrupt
 from jacbench.core.memory_budget import sampled
 from jacbench.core.prepared import Prepared
 from jacbench.core.problem import Problem
 from jacbench.core.strategy import Declared, Kind, Mode, StrategySkip, strategy
-from jacbench.core.tiers import Tiered
+from jacbench.core.tiers import Stage, Tiered
+from jacbench.timing.interleaved import calibration_clock, seconds_per_call
 
 EAGER: tuple[tuple[str, dict], ...] = (
     ("jacfwd_folded", {"compile": False}),
@@ -117,36 +118,9 @@ def _prepare_named(name: str, problem: Problem, **options: object) -> Prepared:
     return load_registry().prepare(name, problem, **options)
 
 
-ROUNDS = 5  # interleaved calibration rounds: each candidate timed once per round
-
-
-def calibration_clock() -> Callable[[], float]:
-    """CPU time where torch computes on one thread: it does not grow when another process
-    takes the core. With several threads a call's CPU time is their sum, not how long the
-    user waits, so there the wall clock (interleaving still spreads the load's changes)."""
-    return time.process_time if torch.get_num_threads() == 1 else time.perf_counter
-
-
 def _seconds_per_call(preps: list[Prepared], x: torch.Tensor, budget: float) -> list[float]:
-    """Each candidate's median time per call (``calibration_clock``), in interleaved rounds:
-    timed by wall clock one after the other, a loaded machine once made auto choose
-    grads_batched at 28x JAX's time (issue 33). torch.utils.benchmark times by wall clock
-    only and one statement at a time, hence this."""
-    clock, per_block = calibration_clock(), budget / ROUNDS
-    sizes = []
-    for prep in preps:  # calls per block, from one warm call
-        start = clock()
-        prep(x)
-        sizes.append(max(1, min(1000, int(per_block / max(clock() - start, 1e-6)))))
-    rounds: list[list[float]] = [[] for _ in preps]
-    for _ in range(ROUNDS):
-        for k, prep in enumerate(preps):
-            start = clock()
-            for _ in range(sizes[k]):
-                prep(x)
-            rounds[k].append((clock() - start) / sizes[k])
-            check_interrupt()
-    return [statistics.median(times) for times in rounds]
+    """Each candidate's median time per call at ``x`` (``jacbench.timing.interleaved``)."""
+    return seconds_per_call([functools.partial(prep, x) for prep in preps], budget)
 
 
 def too_large(problem: Problem) -> bool:
@@ -177,6 +151,14 @@ def candidates(problem: Problem, compile: bool) -> list[tuple[str, dict]]:
     out += [(name, {}) for name in LOOPS]
     passes = fewest_passes(problem)
     return [(name, options) for name, options in out if not outpaced(name, passes)]
+
+
+class Tier(str, Enum):
+    """The forms tiered auto moves through (``PrepInfo.tier``)."""
+
+    EAGER = "eager"  # torch.func as it is: nothing to build
+    FOLDED = "folded"  # forward mode traced once, tangents folded (jacbench.core.fold)
+    COMPILED = "compiled"
 
 
 class Decided(str, Enum):
@@ -213,30 +195,51 @@ def _key(problem: Problem, opts: AutoOptions) -> str:
     return decisions.key(problem, asdict(opts)) if opts.cache else ""
 
 
-# What compiling the rule's candidate is taken to cost until this machine has measured it
-# (then remembered with the decision): seed004's folded forward mode took 0.9-3.5 CPU-s.
-COMPILE_ESTIMATE_S = 2.0
+# What building a later tier is taken to cost until this machine has built it for this
+# problem (then the measured cost, remembered): on seed004 the folded graph took 0.3-0.8
+# CPU-s to trace in a fresh process, and compiling it 0.9-3.5.
+COST_ESTIMATES_S = {Tier.FOLDED: 0.5, Tier.COMPILED: 2.0}
+
+
+def ladder(problem: Problem) -> list[tuple[Tier, str, dict]]:
+    """(tier, strategy, options) from the cheapest to build to the fastest per call."""
+    if too_large(problem) or problem.sparsity is not None:
+        return [(Tier.EAGER, *ruled(problem, False)), (Tier.COMPILED, *ruled(problem, True))]
+    if problem.n_out >= problem.n_in:
+        return [
+            (Tier.EAGER, "jacfwd", {}),
+            (Tier.FOLDED, "jacfwd_folded", {"compile": False}),
+            (Tier.COMPILED, "jacfwd_folded", {"compile": True}),
+        ]
+    return [(Tier.EAGER, "jacrev", {}), (Tier.COMPILED, "jacrev_compiled", {})]
 
 
 def tiered(problem: Problem, opts: AutoOptions) -> Declared:
-    """The rule's eager candidate now, its compiled form once the calls paid for it."""
+    """The cheapest form now, each faster one once the calls have paid for building it."""
     key = _key(problem, opts)
     remembered = decisions.recall(key) if key else None
-    estimate = COMPILE_ESTIMATE_S if remembered is None else remembered.compile_s
-    eager = by_rule(problem, compile=False)
+    costs = dict(remembered.build_s) if remembered else {}
+    (tier, name, options), *later = ladder(problem)
+    first = _prepare_named(name, problem, **options)
 
-    def compiled() -> Prepared:  # a StrategySkip keeps the eager tier
-        start = time.perf_counter()
-        name, options = ruled(problem, compile=True)
-        prep = _prepare_named(name, problem, **options)
-        if key:
-            seconds = time.perf_counter() - start
-            decisions.remember(key, decisions.Decision(name, options, seconds))
-        return prep
+    def builder(tier: Tier, name: str, options: dict) -> Callable[[], Prepared]:
+        def build() -> Prepared:  # a StrategySkip ends the moves
+            start = time.perf_counter()
+            prep = _prepare_named(name, problem, **options)
+            costs[tier.value] = time.perf_counter() - start
+            if key:
+                decisions.remember(key, decisions.Decision(name, options, dict(costs)))
+            return prep
 
-    tiers = Tiered(eager, compiled, opts.patience * (estimate or COMPILE_ESTIMATE_S))
-    info = replace(eager.info, decided_by=Decided.RULE.value)
-    return Declared(tiers.jac, info, value_and_jac=tiers.both, mode=eager.mode, tiers=tiers)
+        return build
+
+    stages = [
+        Stage(t.value, builder(t, n, o), opts.patience * costs.get(t.value, COST_ESTIMATES_S[t]))
+        for t, n, o in later
+    ]
+    tiers = Tiered(first, tier.value, stages)
+    info = replace(first.info, decided_by=Decided.RULE.value)
+    return Declared(tiers.jac, info, value_and_jac=tiers.both, mode=first.mode, tiers=tiers)
 
 
 def ruled(problem: Problem, compile: bool) -> tuple[str, dict]:

@@ -1,0 +1,49 @@
+"""Seconds per call of several callables, timed in interleaved rounds by CPU time.
+
+auto's calibration and the per-call benchmarks use it. Timed by wall clock one after the
+other, a loaded machine once made auto choose grads_batched at 28x JAX's time (issue 33):
+interleaving spreads the load's changes over all candidates, and CPU time on one thread does
+not grow when another process takes the core. torch.utils.benchmark times by wall clock only
+and one statement at a time, hence this.
+"""
+
+from __future__ import annotations
+
+import statistics
+import time
+from collections.abc import Callable
+
+import torch
+
+from jacbench.core.interrupt import check as check_interrupt
+
+ROUNDS = 5  # each callable timed once per round
+
+
+def calibration_clock() -> Callable[[], float]:
+    """CPU time where torch computes on one thread: it does not grow when another process
+    takes the core. With several threads a call's CPU time is their sum, not how long the
+    user waits, so there the wall clock (interleaving still spreads the load's changes)."""
+    return time.process_time if torch.get_num_threads() == 1 else time.perf_counter
+
+
+def seconds_per_call(
+    calls: list[Callable[[], object]], budget: float, rounds: int = ROUNDS
+) -> list[float]:
+    """Each callable's median time per call over ``rounds`` interleaved rounds, spending
+    about ``budget`` seconds on each."""
+    clock, per_block = calibration_clock(), budget / rounds
+    sizes = []
+    for call in calls:  # calls per block, from one warm call
+        start = clock()
+        call()
+        sizes.append(max(1, min(1000, int(per_block / max(clock() - start, 1e-6)))))
+    times: list[list[float]] = [[] for _ in calls]
+    for _ in range(rounds):
+        for k, call in enumerate(calls):
+            start = clock()
+            for _ in range(sizes[k]):
+                call()
+            times[k].append((clock() - start) / sizes[k])
+            check_interrupt()
+    return [statistics.median(t) for t in times]
