@@ -17,6 +17,7 @@ import pandas as pd
 import pytest
 import torch
 
+from jacbench import testing
 from jacbench.record.parquet import read_results
 from jacbench.record.result import Result
 from own_processes import ISOLATED, PRELOAD, OwnProcesses
@@ -60,23 +61,10 @@ def torch_state_left_clean():
 _LEAKED: list[object] = []
 
 
-# What the registry-wide tests give a strategy beyond its defaults: ``auto`` without its
-# compiled candidate (it still calibrates every eager one); the compiled strategies compile in
-# their own cases, and auto's full setup, compilation included, is one test of its own
-# (test_compiled_and_auto_strategies_are_exact_in_both_dtypes).
-CONTRACT_OPTIONS: dict[str, dict[str, object]] = {"auto": {"compile": False}}
-
-
-# The problems the registry-wide files share: a compiled strategy's graph of one problem is then
-# compiled once a session (inductor's FX graph cache, on disk), not once per file that uses it.
-CONTRACT_MLP = {
-    "_target_": "jacbench.models.mlp.MLP",
-    "n_in": 6,
-    "hidden": 9,
-    "n_out": 4,
-    "depth": 2,
-}
-CONTRACT_RECIPROCAL = {"_target_": "jacbench.models.toy.Reciprocal", "n": 5}
+# The contract's problems (jacbench.testing): a compiled strategy's graph of one problem is
+# then compiled once a session (inductor's FX graph cache, on disk), not once per file.
+CONTRACT_MLP = testing.MLP
+CONTRACT_RECIPROCAL = testing.PROBLEMS["reciprocal"]
 
 
 def compiles(name: str, options: dict[str, object] | None = None) -> bool:
@@ -98,12 +86,13 @@ def pytest_configure(config: pytest.Config) -> None:
 
 @pytest.hookimpl(tryfirst=True)  # before -m selects, so 'not slow' sees the marks
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
-    """Registry-wide tests: the cases of a strategy that compiles (with CONTRACT_OPTIONS) are
-    marked ``compiles``; every ``compiles`` test is also ``slow`` (seconds of compiling in a
+    """Registry-wide tests: the cases of a strategy that compiles (with their declared test_options)
+    are marked ``compiles``; every ``compiles`` test is also ``slow`` (seconds of compiling in a
     new interpreter)."""
     from jacbench.core.registry import load_registry
 
-    compiling = {n for n in load_registry().strategies if compiles(n, CONTRACT_OPTIONS.get(n))}
+    registry = load_registry()
+    compiling = {n for n, spec in registry.strategies.items() if compiles(n, spec.test_options)}
     for item in items:
         name = getattr(getattr(item, "callspec", None), "params", {}).get("name")
         if isinstance(name, str) and name in compiling:
@@ -162,27 +151,20 @@ def _frames_compiled() -> int:
     return sum(utils.counters["frames"].values()) if utils is not None else 0
 
 
-def rel_err(jac: torch.Tensor, reference: torch.Tensor) -> float:
-    """Relative Frobenius error, computed in float64 (the reference's dtype)."""
-    return float(torch.linalg.norm(jac.double() - reference) / torch.linalg.norm(reference))
+rel_err, jacobian_at = testing.rel_err, testing.jacobian_at
 
 
 def contract_prepare(name: str, problem, **options):
-    """A registered strategy prepared as the registry-wide tests run it (CONTRACT_OPTIONS)."""
+    """A registered strategy prepared as the contract checks prepare it (its test_options)."""
     from jacbench.core.registry import load_registry
 
-    return load_registry().prepare(name, problem, **{**CONTRACT_OPTIONS.get(name, {}), **options})
+    registry = load_registry()
+    return registry.prepare(name, problem, **{**registry.get(name).test_options, **options})
 
 
 def jacobian(name: str, problem, **options) -> torch.Tensor:
     """A registered strategy's Jacobian at the problem's own point, as the runner times it."""
     return contract_prepare(name, problem, **options)(problem.x)
-
-
-def jacobian_at(problem, x: torch.Tensor) -> torch.Tensor:
-    """Reverse mode at any point ``x`` (per sample for a batch): the check at a second point."""
-    jac = torch.func.jacrev(problem.f)
-    return torch.func.vmap(jac)(x) if problem.batch > 1 else jac(x)
 
 
 def compiles_or_calibrates(name: str) -> bool:

@@ -6,8 +6,8 @@ import pytest
 import torch
 
 import jacbench
-from conftest import CONTRACT_OPTIONS
 from jacbench.core.errors import ConfigError
+from jacbench.core.registry import load_registry
 
 
 def net() -> torch.nn.Module:
@@ -19,7 +19,8 @@ def net() -> torch.nn.Module:
 def test_jacobian_of_a_module_matches_torch_func(strategy):
     model, x = net(), torch.randn(3)
     expected = torch.func.jacrev(model)(x)
-    jac = jacbench.jacobian(model, x, strategy, **CONTRACT_OPTIONS.get(strategy, {}))
+    options = load_registry().get(strategy).test_options
+    jac = jacbench.jacobian(model, x, strategy, **options)
     assert jac.shape == (5, 3) and not jac.requires_grad
     assert torch.allclose(jac, expected, atol=1e-6)
 

@@ -11,18 +11,14 @@ import torch
 
 import jacbench
 from conftest import (
-    CONTRACT_MLP,
-    CONTRACT_OPTIONS,
-    CONTRACT_RECIPROCAL,
     compose_job,
-    contract_prepare,
-    jacobian_at,
     rel_err,
 )
+from jacbench import testing
 from jacbench.core.errors import ConfigError, PointMismatch
 from jacbench.core.problem import ModelKeys, build_problem
 from jacbench.core.registry import load_registry
-from jacbench.core.strategy import Kind, StrategySkip
+from jacbench.core.strategy import Kind, Mode, StrategySkip
 from jacbench.run.config import conf_dir
 from jacbench.timing.measure import torch_threads
 
@@ -30,33 +26,26 @@ CPU = torch.device("cpu")
 REGISTRY = load_registry()
 ALL = sorted(REGISTRY.strategies)
 MLP = {"_target_": "jacbench.models.mlp.MLP", "n_in": 5, "hidden": 7, "n_out": 4, "depth": 2}
-MODELS = {
-    "mlp": CONTRACT_MLP,
-    "mlp-params": {**CONTRACT_MLP, "wrt": "params"},
-    "reciprocal": CONTRACT_RECIPROCAL,
-    "mlp-batch3": {**CONTRACT_MLP, "batch": 3},
-}
-TOLERANCE = {Kind.EXACT: 1e-12, Kind.APPROXIMATE: 1e-6}
 
 
 @pytest.mark.parametrize("name", ALL)
-@pytest.mark.parametrize("model", sorted(MODELS))
+@pytest.mark.parametrize("model", sorted(testing.PROBLEMS))
 def test_every_strategy_is_right_at_two_points(name, model):
-    spec = REGISTRY.get(name)
-    problem = build_problem(MODELS[model], torch.float64, CPU, seed=0)
+    """The contract's check (jacbench.testing, also ``python -m jacbench.check``): a skip
+    only where the contract allows one, else right at two points."""
     try:
-        prep = contract_prepare(name, problem)
+        testing.right_at_two_points(name, model, REGISTRY)
     except StrategySkip:
-        assert name == "analytic" or (problem.batch > 1 and not spec.batch)
-        return
-    second = problem.x + 0.3 * torch.randn_like(problem.x)
-    for x in (problem.x, second):
-        jac, expected = prep(x), jacobian_at(problem, x)
-        assert jac.shape == expected.shape and not jac.requires_grad
-        if spec.kind is Kind.NEGATIVE_CONTROL:  # wrong by design, at every point
-            assert rel_err(jac, expected) > 1e-3
-        else:
-            assert rel_err(jac, expected) < TOLERANCE[spec.kind], f"{name} at point {x}"
+        spec = REGISTRY.get(name)
+        assert spec.mode is Mode.ANALYTIC or ("batch" in model and not spec.batch)
+
+
+@pytest.mark.parametrize("name", ALL)
+def test_every_strategy_refuses_a_point_of_another_shape(name):
+    try:
+        testing.refuses_another_point(name, REGISTRY)
+    except StrategySkip:
+        assert REGISTRY.get(name).mode is Mode.ANALYTIC
 
 
 def test_a_point_unlike_the_prepared_one_is_refused_naming_both():
@@ -83,14 +72,14 @@ def test_every_strategy_through_the_library_on_a_module_at_two_points(name):
     model = net().train()  # parameters require grad, as in a user's training code
     x0 = torch.randn(3, dtype=torch.float64)
     try:
-        prep = jacbench.prepare(model, x0, name, **CONTRACT_OPTIONS.get(name, {}))
+        prep = jacbench.prepare(model, x0, name, **REGISTRY.get(name).test_options)
     except StrategySkip:
         assert name == "analytic"
         return
     for x in (x0, x0 + 1.0):
         jac = prep(x)
         assert jac.shape == (2, 3) and not jac.requires_grad
-        tol = TOLERANCE[REGISTRY.get(name).kind]
+        tol = testing.TOLERANCE[REGISTRY.get(name).kind]
         assert rel_err(jac, torch.func.jacrev(model)(x).detach()) < tol
     assert model.training and all(p.requires_grad for p in model.parameters())
 

@@ -70,6 +70,9 @@ class StrategySpec:
     options: type = NoOptions
     doc: str = ""
     batch: bool = False  # computes per-sample Jacobians (B, M, N) when problem.batch > 1
+    # options the contract checks (jacbench.testing) prepare it with: cheaper settings for
+    # expensive defaults (auto: no compiling); its defaults keep their own tests
+    test_options: dict[str, Any] = dataclasses.field(default_factory=dict, hash=False)
 
     def make_options(self, values: dict[str, Any]) -> Any:
         """Build the typed options; their ``__post_init__`` validates the values."""
@@ -111,13 +114,18 @@ class StrategySpec:
 
 
 def strategy(
-    kind: Kind | str, mode: Mode | str, options: type = NoOptions, batch: bool = False
+    kind: Kind | str,
+    mode: Mode | str,
+    options: type = NoOptions,
+    batch: bool = False,
+    test_options: dict[str, Any] | None = None,
 ) -> Callable[[PrepareFn], StrategySpec]:
     """Decorate ``prepare(problem, opts) -> jac`` to make it a strategy.
 
     The strategy's name is the function's name; register it with one entry-point line in the
     ``jacbench.strategies`` group. ``batch=True`` declares that it handles problems with
     several independent points (``problem.batch`` > 1); others are skipped there.
+    ``test_options`` are the options the contract checks use (``python -m jacbench.check``).
     """
     if not dataclasses.is_dataclass(options):
         raise TypeError("options must be a dataclass whose fields all have defaults")
@@ -130,6 +138,7 @@ def strategy(
             setup=prepare,
             options=options,
             batch=batch,
+            test_options=dict(test_options or {}),
             doc=(prepare.__doc__ or "").strip().splitlines()[0] if prepare.__doc__ else "",
         )
 

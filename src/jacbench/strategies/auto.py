@@ -284,7 +284,9 @@ def calibrate(problem: Problem, opts: AutoOptions) -> tuple[Prepared, dict]:
     return ready[seconds.index(min(seconds))]
 
 
-@strategy(Kind.EXACT, Mode.AUTO, options=AutoOptions, batch=True)
+# The contract checks auto without compiling: every eager candidate still calibrated; its
+# compiled tiers keep tests of their own (tests/test_folded.py, test_strategies.py).
+@strategy(Kind.EXACT, Mode.AUTO, options=AutoOptions, batch=True, test_options={"compile": False})
 def auto(problem: Problem, opts: AutoOptions):
     """The fastest exact strategy for this problem, chosen by rule and calibration."""
     if opts.compile and not opts.upfront:
