@@ -38,8 +38,9 @@ from jacbench.core.interrupt import raise_if_interrupt
 from jacbench.core.memory_budget import sampled
 from jacbench.core.prepared import Prepared
 from jacbench.core.problem import Problem
-from jacbench.core.strategy import Declared, Kind, Mode, StrategySkip, strategy
+from jacbench.core.strategy import Declared, Kind, Mode, StrategySkip, StrategySpec, strategy
 from jacbench.core.tiers import Stage, Tiered
+from jacbench.strategies import autograd, compiled, folded, func, sparse
 from jacbench.timing.interleaved import calibration_clock, seconds_per_call
 
 EAGER: tuple[tuple[str, dict], ...] = (
@@ -78,6 +79,21 @@ FORWARD = ("jacfwd", "jacfwd_compiled", "jacfwd_folded", "sparse_jacfwd")
 # of either mode costs within a few times the other's, so it cannot win, and on hand tracking
 # (9600 x 26) the reverse candidates' first calls took 30 s of auto's 66 s set-up.
 PASS_RATIO = 8
+CANDIDATES: dict[str, StrategySpec] = {
+    spec.name: spec
+    for spec in (
+        func.jacfwd,
+        func.jacrev,
+        folded.jacfwd_folded,
+        compiled.jacfwd_compiled,
+        compiled.jacrev_compiled,
+        autograd.grads_batched,
+        autograd.functional,
+        autograd.autograd_loop,
+        sparse.sparse_jacfwd,
+        sparse.sparse_jacrev,
+    )
+}
 
 
 def fewest_passes(problem: Problem) -> tuple[int, int]:
@@ -113,9 +129,10 @@ def rule(problem: Problem, compile: bool) -> tuple[str, dict]:
 
 
 def _prepare_named(name: str, problem: Problem, **options: object) -> Prepared:
-    from jacbench.core.registry import load_registry  # the registry is built by now
-
-    return load_registry().prepare(name, problem, **options)
+    """A candidate prepared from its own spec: auto's candidates are built-in strategies, so
+    auto needs no registry (the registry contains auto)."""
+    spec = CANDIDATES[name]  # a name from elsewhere (a remembered file) is a KeyError
+    return spec.prepare(problem, spec.make_options(dict(options)))
 
 
 def _seconds_per_call(preps: list[Prepared], x: torch.Tensor, budget: float) -> list[float]:
