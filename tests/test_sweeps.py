@@ -253,3 +253,26 @@ def test_rows_deleted_during_the_sweep_are_counted_missing_and_exit_1(launch):
     assert any("job(s) 0, 1 were recorded and are gone" in line for line in lines), lines
     assert "1/3 jobs recorded" in printed and "2 without a record" in printed, printed
     assert "unreadable" not in printed
+
+
+@pytest.mark.compiles
+@pytest.mark.slow
+def test_a_compiled_sweep_of_several_jobs_runs_in_one_process(cli):
+    """Issue 28: no test covered compiled jobs one after another in one process (the basic
+    launcher), although +experiment=seed004 compiles: each job right, every compiled way
+    timed, the default auto settled in its compiled tier."""
+    strategies = "strategy=jacfwd_folded,jacrev_compiled,auto"
+    proc = cli(
+        "-m",
+        strategies,
+        "model=seed004_small",
+        "dtype=float32,float64",
+        *QUICK,
+        *NO_MLFLOW,
+        *NO_REPORT,
+    )
+    assert proc.returncode == 0, proc.stderr
+    rows = cli.results()
+    assert len(rows) == 6 and set(rows["status"]) == {"ok"} and rows["within_tol"].all()
+    auto = rows[rows["strategy"] == "auto"]
+    assert set(auto["tier"]) == {"compiled"} and set(auto["chosen_strategy"]) == {"jacfwd_folded"}
