@@ -162,8 +162,16 @@ def _checked(
     return Declared(jac, info)
 
 
-def _maybe_compiled(values: Callable, problem: Problem, opts: SparseOptions) -> Callable:
-    return compile_checked(values, problem.x) if opts.compile else values
+def _read_back(
+    compressed: Callable, problem: Problem, opts: SparseOptions, index: torch.Tensor
+) -> Callable:
+    """The nonzeros, in the pattern's order, from the compressed passes (one row per colour,
+    compiled where ``compile``) by a precomputed linear index into them. The gather stays out
+    of the compiled graph: on burgers n=4096 inductor's indirect indexing took the call from
+    0.094 ms (passes alone) to 0.285; the index read-back outside costs 0.04."""
+    many = per_point(problem, compressed)
+    passes = compile_checked(many, problem.x) if opts.compile else many
+    return lambda x: passes(x).flatten(-2).index_select(-1, index)
 
 
 @strategy(Kind.EXACT, Mode.FORWARD, options=SparseOptions, batch=True)
@@ -176,8 +184,7 @@ def sparse_jacfwd(problem: Problem, opts: SparseOptions):
     def compressed(x: torch.Tensor) -> torch.Tensor:  # (n_colors, M) = (J @ seed.T).T
         return torch.func.vmap(lambda s: torch.func.jvp(f, (x,), (s,))[1])(seed)
 
-    many = per_point(problem, compressed)
-    values = _maybe_compiled(lambda x: many(x)[..., entry_colors, pattern.rows], problem, opts)
+    values = _read_back(compressed, problem, opts, entry_colors * problem.n_out + pattern.rows)
     return _checked(problem, lambda x: assemble(values(x)), info)
 
 
@@ -192,8 +199,7 @@ def sparse_jacrev(problem: Problem, opts: SparseOptions):
         _, pullback = torch.func.vjp(f, x)
         return torch.func.vmap(pullback)(seed)[0]
 
-    many = per_point(problem, compressed)
-    values = _maybe_compiled(lambda x: many(x)[..., entry_colors, pattern.cols], problem, opts)
+    values = _read_back(compressed, problem, opts, entry_colors * problem.n_in + pattern.cols)
     return _checked(problem, lambda x: assemble(values(x)), info)
 
 
