@@ -139,3 +139,32 @@ def test_auto_gives_the_same_jacobians_in_every_tier(dtype, tmp_path, monkeypatc
     settled = jacbench.prepare(problem.f, problem.x).settled()  # the runner's way
     assert settled.info.tier == "compiled"
     torch.testing.assert_close(settled(other), jacobian_at(problem, other).to(dtype))
+
+
+@pytest.mark.parametrize(
+    "compile", [False, pytest.param(True, marks=[pytest.mark.compiles, pytest.mark.slow])]
+)
+def test_a_replaced_parameter_or_rebound_closure_is_traced_again_not_used_stale(compile):
+    """A traced graph holds the module's tensors as constants: updated in place (as an
+    optimiser does) it sees them; replaced, it would have gone on with the old ones."""
+    import jacbench
+
+    torch.manual_seed(0)
+    net = torch.nn.Sequential(torch.nn.Linear(3, 8), torch.nn.Tanh(), torch.nn.Linear(8, 20))
+    net = net.double()
+    x = torch.randn(3, dtype=torch.float64)
+    prep = jacbench.prepare(net, x, "jacfwd_folded", compile=compile)
+    with torch.no_grad():
+        net[0].weight.mul_(2.0)  # in place
+    torch.testing.assert_close(prep(x), torch.func.jacfwd(net)(x))
+    net[0].weight = torch.nn.Parameter(torch.randn(8, 3, dtype=torch.float64))  # replaced
+    torch.testing.assert_close(prep(x), torch.func.jacfwd(net)(x))
+
+    scale = torch.tensor(2.0, dtype=torch.float64)
+
+    def f(v):
+        return net(v) * scale
+
+    prep = jacbench.prepare(f, x, "jacfwd_folded", compile=compile)
+    scale = torch.tensor(-3.0, dtype=torch.float64)  # the closure's variable, rebound
+    torch.testing.assert_close(prep(x), torch.func.jacfwd(f)(x))

@@ -29,6 +29,35 @@ def traced(fn: Callable, f: Callable, x: torch.Tensor) -> fx.GraphModule:
     return make_fx(fn)(x)
 
 
+class Captured:
+    """What a traced graph holds as constants, by identity: the module's parameters and
+    buffers and, for a plain function, what its closure holds. torch.compile(jacfwd(f))
+    guards on these and recompiles; a traced graph would go on with the old tensors, silently
+    wrong after ``module.weight = nn.Parameter(...)`` or a rebound closure variable, so the
+    graph is traced again when ``changed()`` (in-place updates, as optimisers make, are seen
+    by the graph itself)."""
+
+    def __init__(self, module: torch.nn.Module) -> None:
+        self.module = module
+        self.held = self._now()
+
+    def _now(self) -> list[object]:
+        held: list[object] = [t for _, t in self.module.named_parameters()]
+        held += [t for _, t in self.module.named_buffers()]
+        for cell in getattr(getattr(self.module, "fn", None), "__closure__", None) or ():
+            try:
+                held.append(cell.cell_contents)
+            except ValueError:  # an empty cell
+                held.append(None)
+        return held
+
+    def changed(self) -> bool:
+        now = self._now()
+        if len(now) != len(self.held):
+            return True
+        return any(a is not b for a, b in zip(now, self.held, strict=True))
+
+
 def _broadcast(node: object) -> bool:
     """Whether ``node`` is a 3-D tensor repeated along its first dimension (stride 0)."""
     value = getattr(node, "meta", {}).get("val")

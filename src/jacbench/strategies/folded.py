@@ -4,14 +4,15 @@ and the graph runs as it is (eager: no vmap left to interpret at each call) or c
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 
 import torch
 
-from jacbench.core.fold import fold, traced
+from jacbench.core.fold import Captured, fold, traced
 from jacbench.core.problem import Problem
 from jacbench.core.strategy import Declared, Kind, Mode, StrategySkip, strategy
-from jacbench.strategies.compiled import COMPILE_MODES, compile_checked
+from jacbench.strategies.compiled import COMPILE_MODES, compile_graph
 from jacbench.strategies.func import per_point
 
 
@@ -41,9 +42,8 @@ def _value_and_jacobian(problem: Problem):
     return per_point(problem, value_and_jac)
 
 
-@strategy(Kind.EXACT, Mode.FORWARD, options=FoldedOptions, batch=True)
-def jacfwd_folded(problem: Problem, opts: FoldedOptions):
-    """Forward mode traced once, tangents folded into matmuls; compiled by default."""
+def _built(problem: Problem, opts: FoldedOptions) -> Callable:
+    """``(f(x), J(x))`` by the traced, folded graph, compiled where ``opts.compile``."""
     try:
         with torch.enable_grad():
             f = problem.f if problem.batch == 1 else problem.f_many
@@ -54,5 +54,18 @@ def jacfwd_folded(problem: Problem, opts: FoldedOptions):
             f"cannot trace f into one graph: {type(exc).__name__}: {reason}"
         ) from exc
     fold(graph)
-    both = compile_checked(graph, problem.x, opts.mode) if opts.compile else graph
-    return Declared(lambda x: both(x)[1], value_and_jac=lambda x: tuple(both(x)))
+    return compile_graph(graph, problem.x, opts.mode) if opts.compile else graph
+
+
+@strategy(Kind.EXACT, Mode.FORWARD, options=FoldedOptions, batch=True)
+def jacfwd_folded(problem: Problem, opts: FoldedOptions):
+    """Forward mode traced once, tangents folded into matmuls; compiled by default."""
+    current = [_built(problem, opts), Captured(problem.module)]
+
+    def both(x: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        if current[1].changed():  # a constant of the graph was replaced: trace again
+            current[:] = [_built(problem, opts), Captured(problem.module)]
+        value, jac = current[0](x)
+        return value, jac
+
+    return Declared(lambda x: both(x)[1], value_and_jac=both)
