@@ -172,3 +172,33 @@ def test_a_csr_result_is_timed_as_it_is_and_judged_against_the_dense_reference()
     assert result.status == "ok", result.error_message
     assert result.within_tol and result.n_colors == 3 and result.time_median_s > 0
     assert len(result.jacobian) == 64 * 64  # stored dense, as every strategy's
+
+
+@pytest.mark.compiles
+@pytest.mark.slow
+@pytest.mark.parametrize("name", ["sparse_jacfwd", "sparse_jacrev"])
+@pytest.mark.parametrize("output", ["dense", "csr"])
+def test_compiled_sparse_jacobians_are_exact_at_two_points(name, output):
+    """The compiled passes are a traced graph compiled by inductor, the nonzeros read back
+    outside it by a linear index (issue 30)."""
+    problem = build_problem(BURGERS, torch.float64, CPU, seed=0)
+    prep = REGISTRY.prepare(name, problem, compile=True, output=output)
+    for x in (problem.x, problem.x + 0.3 * torch.randn_like(problem.x)):
+        jac = prep(x)
+        jac = jac.to_dense() if output == "csr" else jac
+        assert rel_err(jac, jacobian_at(problem, x)) < 1e-12
+
+
+@pytest.mark.compiles
+@pytest.mark.slow
+def test_a_compiled_sparse_jacobian_of_a_branching_function_falls_back_to_dynamo():
+    """One traced graph cannot hold ``if x.sum() > 0``; dynamo follows it by recompiling."""
+
+    def f(v):
+        return v**2 if v.sum() > 0 else v**3
+
+    x = torch.linspace(0.1, 1.0, 6, dtype=torch.float64)
+    pattern = torch.eye(6, dtype=torch.bool)
+    prep = jacbench.prepare(f, x, "sparse_jacfwd", compile=True, pattern=pattern)
+    for point in (x, -x):
+        assert torch.allclose(prep(point), torch.func.jacfwd(f)(point))

@@ -11,6 +11,7 @@ from dataclasses import dataclass
 
 import torch
 
+from jacbench.core.fold import Captured, fold, traced
 from jacbench.core.problem import Problem
 from jacbench.core.strategy import Kind, Mode, StrategySkip, strategy
 from jacbench.strategies.func import per_point
@@ -107,6 +108,35 @@ def compile_graph(graph: torch.fx.GraphModule, x: torch.Tensor, mode: str = "def
     def call(v: torch.Tensor):
         with autograd_state_kept():
             return compiled(v)
+
+    return call
+
+
+def retraced(problem: Problem, fn: Callable, compile: bool, mode: str = "default") -> Callable:
+    """``fn`` (a transform of the problem's f) traced once into an aten graph
+    (``jacbench.core.fold``: f checked with fake tensors first, so a graph that depends on
+    values is refused), its broadcast products folded, compiled by inductor where
+    ``compile``; traced again when a constant it holds was replaced (``Captured``)."""
+
+    def build() -> Callable:
+        try:
+            with torch.enable_grad():
+                f = problem.f if problem.batch == 1 else problem.f_many
+                graph = traced(fn, f, problem.x)
+        except Exception as exc:  # e.g. Python branching on values: no graph holds for all x
+            reason = " ".join(str(exc).split())[:300]
+            raise StrategySkip(
+                f"cannot trace f into one graph: {type(exc).__name__}: {reason}"
+            ) from exc
+        fold(graph)
+        return compile_graph(graph, problem.x, mode) if compile else graph
+
+    current = [build(), Captured(problem.module)]
+
+    def call(x: torch.Tensor):
+        if current[1].changed():  # a constant of the graph was replaced: trace again
+            current[:] = [build(), Captured(problem.module)]
+        return current[0](x)
 
     return call
 

@@ -4,15 +4,13 @@ and the graph runs as it is (eager: no vmap left to interpret at each call) or c
 
 from __future__ import annotations
 
-from collections.abc import Callable
 from dataclasses import dataclass
 
 import torch
 
-from jacbench.core.fold import Captured, fold, traced
 from jacbench.core.problem import Problem
-from jacbench.core.strategy import Declared, Kind, Mode, StrategySkip, strategy
-from jacbench.strategies.compiled import COMPILE_MODES, compile_graph
+from jacbench.core.strategy import Declared, Kind, Mode, strategy
+from jacbench.strategies.compiled import COMPILE_MODES, retraced
 from jacbench.strategies.func import per_point
 
 
@@ -42,30 +40,13 @@ def _value_and_jacobian(problem: Problem):
     return per_point(problem, value_and_jac)
 
 
-def _built(problem: Problem, opts: FoldedOptions) -> Callable:
-    """``(f(x), J(x))`` by the traced, folded graph, compiled where ``opts.compile``."""
-    try:
-        with torch.enable_grad():
-            f = problem.f if problem.batch == 1 else problem.f_many
-            graph = traced(_value_and_jacobian(problem), f, problem.x)
-    except Exception as exc:  # e.g. Python branching on values: no graph holds for all x
-        reason = " ".join(str(exc).split())[:300]
-        raise StrategySkip(
-            f"cannot trace f into one graph: {type(exc).__name__}: {reason}"
-        ) from exc
-    fold(graph)
-    return compile_graph(graph, problem.x, opts.mode) if opts.compile else graph
-
-
 @strategy(Kind.EXACT, Mode.FORWARD, options=FoldedOptions, batch=True)
 def jacfwd_folded(problem: Problem, opts: FoldedOptions):
     """Forward mode traced once, tangents folded into matmuls; compiled by default."""
-    current = [_built(problem, opts), Captured(problem.module)]
+    both = retraced(problem, _value_and_jacobian(problem), opts.compile, opts.mode)
 
-    def both(x: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
-        if current[1].changed():  # a constant of the graph was replaced: trace again
-            current[:] = [_built(problem, opts), Captured(problem.module)]
-        value, jac = current[0](x)
+    def value_and_jac(x: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        value, jac = both(x)
         return value, jac
 
-    return Declared(lambda x: both(x)[1], value_and_jac=both)
+    return Declared(lambda x: both(x)[1], value_and_jac=value_and_jac)

@@ -26,7 +26,7 @@ from jacbench.core.numerics import tolerance
 from jacbench.core.problem import Problem
 from jacbench.core.sparsity import Pattern
 from jacbench.core.strategy import Declared, Kind, Mode, PrepInfo, StrategySkip, strategy
-from jacbench.strategies.compiled import compile_checked
+from jacbench.strategies.compiled import compile_checked, retraced
 from jacbench.strategies.finite_diff import FdOptions, step_size, steps
 from jacbench.strategies.func import per_point
 
@@ -170,7 +170,12 @@ def _read_back(
     of the compiled graph: on burgers n=4096 inductor's indirect indexing took the call from
     0.094 ms (passes alone) to 0.285; the index read-back outside costs 0.04."""
     many = per_point(problem, compressed)
-    passes = compile_checked(many, problem.x) if opts.compile else many
+    passes = many
+    if opts.compile:  # traced and compiled by inductor (no guards to check at each call),
+        try:  # else by dynamo, which follows Python branching on values by recompiling
+            passes = retraced(problem, many, compile=True)
+        except StrategySkip:
+            passes = compile_checked(many, problem.x)
     return lambda x: passes(x).flatten(-2).index_select(-1, index)
 
 
