@@ -72,7 +72,8 @@ CONCURRENT_WRITER = ("database is locked", "UNIQUE constraint failed")
 
 
 def _retry(call: Callable[[], T], attempts: int = 4) -> T:
-    """Retry a write that another process's write got in the way of (see CONCURRENT_WRITER)."""
+    """Retry a write that another process's write got in the way of (see CONCURRENT_WRITER).
+    Ten lines of our own rather than tenacity: a dependency for one loop."""
     for attempt in range(attempts):
         try:
             return call()

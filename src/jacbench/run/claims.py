@@ -9,6 +9,10 @@ process is gone (same host and boot, no such pid), when it stopped beating for `
 is an empty file older than that; the others are waited for, and their result then counts as
 this sweep's. A SLURM task killed at its time limit is thus taken over on any node within
 ``STALE_S``.
+
+Our own rather than filelock: a claim says who holds it (host, boot id, heartbeat) and is
+taken over across nodes by the rules above; filelock's FileLock (an OS lock, unreliable on
+NFS) and SoftFileLock (a file left for good when its holder dies) say neither.
 """
 
 from __future__ import annotations

@@ -18,6 +18,7 @@ from dataclasses import dataclass
 
 import torch
 from torch.utils import benchmark
+from torch.utils.benchmark.utils.common import set_torch_threads
 
 from jacbench.core.interrupt import check as check_interrupt
 from jacbench.core.prepared import Prepared
@@ -47,15 +48,8 @@ def synchronize(device: torch.device) -> None:
         torch.cuda.synchronize(device)
 
 
-@contextlib.contextmanager
-def torch_threads(n: int) -> Iterator[None]:
-    """torch's intra-op threads set to ``n`` for the duration, then restored."""
-    before = torch.get_num_threads()
-    torch.set_num_threads(n)
-    try:
-        yield
-    finally:
-        torch.set_num_threads(before)
+# torch's intra-op threads set for a block, then restored: torch.utils.benchmark's own.
+torch_threads = set_torch_threads
 
 
 @dataclass(frozen=True)
