@@ -86,9 +86,9 @@ def pytest_configure(config: pytest.Config) -> None:
 
 @pytest.hookimpl(tryfirst=True)  # before -m selects, so 'not slow' sees the marks
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
-    """Registry-wide tests: the cases of a strategy that compiles (with their declared test_options)
-    are marked ``compiles``; every ``compiles`` test is also ``slow`` (seconds of compiling in a
-    new interpreter)."""
+    """Registry-wide tests: the cases of a strategy that compiles (with its declared
+    test_options) are marked ``compiles``; every ``compiles`` test is also ``slow`` (seconds
+    of compiling in a new interpreter)."""
     from jacbench.core.registry import load_registry
 
     registry = load_registry()
@@ -146,9 +146,12 @@ def compiled_only_in_own_process(request: pytest.FixtureRequest):
 
 
 def _frames_compiled() -> int:
-    """Frames dynamo has processed in this process (0 before torch._dynamo is imported)."""
+    """Frames dynamo has processed and graphs compiled without it (torch._inductor.compile
+    of a traced graph) in this process (0 before torch._dynamo is imported)."""
     utils = sys.modules.get("torch._dynamo.utils")
-    return sum(utils.counters["frames"].values()) if utils is not None else 0
+    if utils is None:
+        return 0
+    return sum(utils.counters["frames"].values()) + utils.counters["aot_autograd"]["total"]
 
 
 rel_err, jacobian_at = testing.rel_err, testing.jacobian_at
