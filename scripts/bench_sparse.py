@@ -38,6 +38,7 @@ from torch.utils import benchmark
 from jacbench.core import sparsity
 from jacbench.core.problem import Problem, build_problem
 from jacbench.core.registry import load_registry
+from jacbench.timing.interleaved import seconds_per_call
 from jacbench.timing.measure import peak_memory
 
 CPU = torch.device("cpu")
@@ -80,9 +81,12 @@ def seconds(call: Callable[[], object], repeat: int = 3) -> float:
     return min(times)
 
 
-def asdex_figures(cfg: dict, x: torch.Tensor) -> tuple[float, int, float] | None:
-    """(detection + colouring seconds, colours, jitted call seconds) of asdex on the same
+def asdex_figures(cfg: dict, x: torch.Tensor) -> tuple[float, int, Callable[[], object]] | None:
+    """(detection + colouring seconds, colours, the jitted call) of asdex on the same
     function written in JAX; None where JAX or asdex is not installed."""
+    os.environ.setdefault(  # one thread, as torch: XLA's idle pool threads spin otherwise
+        "XLA_FLAGS", "--xla_cpu_multi_thread_eigen=false intra_op_parallelism_threads=1"
+    )
     try:
         import asdex
         import jax
@@ -114,15 +118,15 @@ def asdex_figures(cfg: dict, x: torch.Tensor) -> tuple[float, int, float] | None
     colours = coloring.num_colors
     fast = jax.jit(asdex.jacobian_from_coloring(f, coloring))
     jax.block_until_ready(fast(point))
-    call_s = seconds(lambda: jax.block_until_ready(fast(point)), repeat=20)
-    return prepare_s, int(colours), call_s
+    return prepare_s, int(colours), lambda: jax.block_until_ready(fast(point))
 
 
 def detection(labels: list[str]) -> None:
     """Part 1 of the docstring."""
     print(
         "\ndetection and colouring (best of 3; probe: NaN tangents at one point); per call: "
-        "sparse_jacfwd compiled, CSR, best of 20, against jit(asdex) on the same function"
+        "sparse_jacfwd compiled, CSR, against jit(asdex) on the same function, CPU time "
+        "in interleaved rounds (jacbench.timing.interleaved)"
     )
     print(
         f"{'problem':22s}{'trace [s]':>11s}{'probe [s]':>11s}{'colour [s]':>12s}"
@@ -146,13 +150,17 @@ def detection(labels: list[str]) -> None:
         )
         theirs = asdex_figures(cfg, x)
         prep = load_registry().prepare("sparse_jacfwd", problem, compile=True, output="csr")
-        call_s = seconds(functools.partial(prep, problem.x), repeat=20)
+        ours = functools.partial(prep, problem.x)
+        if theirs is None:
+            (call_s,) = seconds_per_call([ours], budget=0.5)
+        else:  # side by side: the same rounds time both
+            call_s, asdex_call = seconds_per_call([ours, theirs[2]], budget=0.5)
         line = (
             f"{label:22s}{trace_s:11.3f}{probe_s:11.3f}{colour_s:12.3f}{colours:9d}"
             f"{sparsity.lower_bound(traced):7d}{str(same):>12s}{call_s * 1e3:11.3f}"
         )
         if theirs is not None:
-            asdex_s, asdex_colours, asdex_call = theirs
+            asdex_s, asdex_colours, _ = theirs
             line += (
                 f"{asdex_s:11.3f}{asdex_colours:11d}{(trace_s + colour_s) / asdex_s:13.2f}"
                 f"{asdex_call * 1e3:11.3f}{call_s / asdex_call:11.2f}"

@@ -98,6 +98,8 @@ def test_forward_mode_prepared_jacobians_are_safe_from_two_threads(strategy):
         assert torch.allclose(jac, torch.func.jacrev(model)(x), atol=1e-6)
 
 
+@pytest.mark.compiles  # the default auto compiles once the calls have paid for it
+@pytest.mark.slow
 def test_the_documented_levenberg_marquardt_loop_runs_as_pasted_on_20_seeds():
     """Issue 33: the README's LM snippet failed in 18 of 20 seeds (a singular solve)."""
     import re
