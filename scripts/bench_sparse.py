@@ -240,7 +240,8 @@ def run_problem(label: str, cfg: dict, rounds: int, min_run_time: float) -> dict
 
 
 def auto_choices() -> None:
-    """What auto chooses where a pattern is declared (burgers) and where none is (mlp)."""
+    """What auto chooses where a pattern is declared (burgers) and where none is (mlp): its
+    first tier, and its last once settled."""
     registry = load_registry()
     for label, cfg in {
         "burgers n=4096": {"_target_": "jacbench.models.pde.Burgers1D", "n": 4096},
@@ -248,10 +249,13 @@ def auto_choices() -> None:
     }.items():
         problem = build_problem(cfg, torch.float32, CPU, seed=0)
         start = time.perf_counter()
-        info = registry.prepare("auto", problem).info
+        prep = registry.prepare("auto", problem)
+        first, prepare_s = prep.info, time.perf_counter() - start
+        last = prep.settled().info  # every tier built now, as a long run ends up
         print(
-            f"auto on {label}: chose {info.chosen_strategy} (n_colors={info.n_colors}), "
-            f"prepare {time.perf_counter() - start:.1f} s"
+            f"auto on {label}: starts with {first.chosen_strategy} ({first.tier}, prepare "
+            f"{prepare_s:.1f} s), ends with {last.chosen_strategy} ({last.tier}, "
+            f"n_colors={last.n_colors}) after {time.perf_counter() - start:.1f} s"
         )
 
 
