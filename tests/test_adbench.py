@@ -6,7 +6,7 @@ from __future__ import annotations
 import pytest
 import torch
 
-from conftest import compose_job
+from helpers.cli import compose_job
 from jacbench.core import memory_budget, sparsity
 from jacbench.core.problem import build_problem
 from jacbench.core.reference import SAMPLED_METHOD, References, sampled_entries, sampled_reference

@@ -14,7 +14,8 @@ from pathlib import Path
 
 import pytest
 
-from conftest import clean_env, half_made_db
+from helpers.cli import clean_env
+from helpers.tracking import half_made_db
 from jacbench.core.interrupt import raise_if_interrupt
 from jacbench.core.registry import load_registry
 from jacbench.record.parquet import read_results
@@ -172,7 +173,7 @@ def test_an_analysis_that_returns_no_text_fails_the_sweep(launch):
 
 
 def test_a_name_too_long_for_mlflow_still_gets_its_run(launch, tmp_path):
-    from conftest import mlflow_runs
+    from helpers.tracking import mlflow_runs
 
     code, _, printed = launch("-m", f"model.name={'m' * 600}", "report=false", mlflow=True)
     assert code == 0, printed

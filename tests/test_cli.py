@@ -10,7 +10,7 @@ import pytest
 import torch
 from mlflow.tracking import MlflowClient
 
-from conftest import NO_MLFLOW, QUICK, clean_env
+from helpers.cli import NO_MLFLOW, QUICK, clean_env
 
 
 def test_default_run_records_one_row_and_one_matching_mlflow_run(cli):

@@ -16,10 +16,11 @@ from typing import Any
 
 import pytest
 
-from conftest import clean_env, mlflow_runs, sqlite_uri
+from helpers.cli import clean_env
+from helpers.tracking import mlflow_runs, sqlite_uri
 from jacbench.record.parquet import read_results
 from jacbench.run.claims import CLAIMS, claimed, try_claim
-from jacbench.run.sweep import STATE_DIR
+from jacbench.run.sweep.state import STATE_DIR
 
 
 def test_a_reused_sweep_folder_counts_only_this_sweeps_jobs(launch, tmp_path):

@@ -88,7 +88,7 @@ def test_remembering_turned_off_writes_nothing(cache, monkeypatch, off):
 
 
 def test_a_job_records_how_auto_decided(cache):
-    from conftest import compose_job
+    from helpers.cli import compose_job
     from jacbench.core.registry import load_registry
     from jacbench.run.runner import execute
 

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pandas as pd
 
-from conftest import make_result
+from helpers.results import make_result
 from jacbench.core.registry import load_registry
 from jacbench.record.result import SCHEMA
 from jacbench.report.build import write_report

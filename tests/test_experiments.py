@@ -7,7 +7,8 @@ import pandas as pd
 import pytest
 import torch
 
-from conftest import NO_MLFLOW, QUICK, mlflow_runs
+from helpers.cli import NO_MLFLOW, QUICK
+from helpers.tracking import mlflow_runs
 
 
 def run_experiment(cli, name: str, *overrides: str) -> tuple[pd.DataFrame, str]:

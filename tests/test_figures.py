@@ -15,7 +15,7 @@ import pytest
 from matplotlib.backends.backend_agg import FigureCanvasAgg
 from matplotlib.text import Text
 
-from conftest import make_result
+from helpers.results import make_result
 from jacbench.report import plots
 from jacbench.report.build import CAPTIONS, write_report
 from jacbench.report.problems import normalise, problems

@@ -9,7 +9,7 @@ import pytest
 import torch
 import yaml
 
-from conftest import jacobian_at
+from helpers.contract import jacobian_at
 from jacbench.core.errors import StrategySkip
 from jacbench.core.fold import _broadcast, fold, traced
 from jacbench.core.problem import build_problem

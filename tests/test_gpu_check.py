@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 import torch
 
-from conftest import load_script
+from helpers.cli import load_script
 
 CUDA = torch.cuda.is_available()
 

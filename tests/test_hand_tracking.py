@@ -9,7 +9,7 @@ import math
 import pytest
 import torch
 
-from conftest import compose_job
+from helpers.cli import compose_job
 from jacbench.core import memory_budget, sparsity
 from jacbench.core.problem import build_problem
 from jacbench.core.reference import SAMPLED_METHOD

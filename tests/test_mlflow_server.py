@@ -8,7 +8,8 @@ from pathlib import Path
 import pytest
 from mlflow.tracking import MlflowClient
 
-from conftest import NO_REPORT, QUICK, clean_env, load_script, mlflow_runs
+from helpers.cli import NO_REPORT, QUICK, clean_env, load_script
+from helpers.tracking import mlflow_runs
 
 
 @pytest.fixture(scope="module")

@@ -13,11 +13,13 @@ from pathlib import Path
 import pytest
 from mlflow.tracking import MlflowClient
 
-from conftest import QUICK, load_script, make_result, mlflow_runs
+from helpers.cli import QUICK, load_script
+from helpers.results import make_result
+from helpers.tracking import mlflow_runs
 from jacbench.record.mlflow_run import Tracking, describe_experiment, log_result
 from jacbench.record.mlflow_view import CHARTS_KEY, VIEW_KEY
 from jacbench.report.overview import jobs_table, overview
-from jacbench.run.sweep import sweep_name, swept_keys
+from jacbench.run.sweep.opening import sweep_name, swept_keys
 
 
 def _tracking(tmp_path: Path) -> Tracking:

@@ -7,7 +7,7 @@ import pytest
 import torch
 import yaml
 
-from conftest import compiles_or_calibrates, jacobian, rel_err
+from helpers.contract import compiles_or_calibrates, jacobian, rel_err
 from jacbench.core.problem import build_problem
 from jacbench.core.reference import reference_jacobian
 from jacbench.core.registry import load_registry

@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from conftest import clean_env, compose_job
+from helpers.cli import clean_env, compose_job
 from jacbench.core.enums import LauncherKind
 from jacbench.run.claims import CLAIMS
 from jacbench.run.launchers import launcher_kind

@@ -7,15 +7,15 @@ from pathlib import Path
 import pytest
 import torch
 
-from conftest import ISOLATED, _frames_compiled, compiles
+from helpers.contract import compiles, frames_compiled
 from jacbench.core.registry import load_registry
-from own_processes import OwnProcesses
+from own_processes import ISOLATED, OwnProcesses
 
 
 @pytest.mark.compiles
 def test_a_compiles_test_runs_in_a_fresh_process_of_its_own():
     assert os.environ.get(ISOLATED) == "1"
-    assert _frames_compiled() == 0  # nothing compiled in this process before this test
+    assert frames_compiled() == 0  # nothing compiled in this process before this test
     compiled = torch.compile(lambda v: torch.sin(v) * 2, dynamic=False)
     x = torch.linspace(0, 1, 5)
     torch.testing.assert_close(compiled(x), torch.sin(x) * 2)

@@ -10,10 +10,8 @@ import pytest
 import torch
 
 import jacbench
-from conftest import (
-    compose_job,
-    rel_err,
-)
+from helpers.cli import compose_job
+from helpers.contract import rel_err
 from jacbench import testing
 from jacbench.core.errors import ConfigError, PointMismatch
 from jacbench.core.problem import ModelKeys, build_problem

@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 import torch
 
-from conftest import compose_job
+from helpers.cli import compose_job
 from jacbench.core.enums import Kind, Mode
 from jacbench.core.errors import ConfigError
 from jacbench.core.memory_budget import available_cpu_memory, check_fits

@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 
 import jacbench.strategies
-from conftest import QUICK, clean_env
+from helpers.cli import QUICK, clean_env
 from jacbench.core.errors import ConfigError
 from jacbench.core.registry import GROUP, build_registry, load_registry
 from jacbench.core.strategy import StrategySpec

@@ -19,7 +19,8 @@ import pyarrow.parquet as pq
 import pytest
 from hydra.experimental.callback import Callback
 
-from conftest import half_made_db, make_result, mlflow_runs
+from helpers.results import make_result
+from helpers.tracking import half_made_db, mlflow_runs
 from jacbench.core.errors import ConfigError
 from jacbench.record.mlflow_db import create_atomically
 from jacbench.record.parquet import (

@@ -15,7 +15,9 @@ import pyarrow.parquet as pq
 import pytest
 import torch
 
-from conftest import QUICK, make_result, mlflow_runs
+from helpers.cli import QUICK
+from helpers.results import make_result
+from helpers.tracking import mlflow_runs
 from jacbench.record.parquet import read_results, write_result
 from jacbench.report import plots
 from jacbench.report.__main__ import main as report_main

@@ -10,7 +10,7 @@ import torch
 from matplotlib.text import Text
 from rich.console import Console
 
-from conftest import make_result
+from helpers.results import make_result
 from jacbench.report.build import write_report
 from jacbench.report.display import result_table
 from jacbench.report.problems import normalise, problems

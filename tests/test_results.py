@@ -9,7 +9,8 @@ import pandas as pd
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from conftest import compose_job, make_result
+from helpers.cli import compose_job
+from helpers.results import make_result
 from jacbench.record.parquet import read_results, write_result
 from jacbench.record.result import COLUMNS, SCHEMA, Result
 from jacbench.run.identity import config_hash

@@ -11,7 +11,7 @@ import time
 
 import pytest
 
-from conftest import clean_env
+from helpers.cli import clean_env
 from jacbench.core.cache import ENV
 from jacbench.core.registry import load_registry
 from jacbench.run import schema

@@ -14,7 +14,8 @@ from pathlib import Path
 import pytest
 from omegaconf import OmegaConf
 
-from conftest import NO_REPORT, QUICK, clean_env, compose_job, mlflow_runs
+from helpers.cli import NO_REPORT, QUICK, clean_env, compose_job
+from helpers.tracking import mlflow_runs
 
 SCRIPT = Path(__file__).resolve().parents[1] / "scripts" / "slurm_local.sh"
 CPU = ["hydra/launcher=slurm_cpu"]

@@ -8,7 +8,8 @@ import torch
 from mlflow.tracking import MlflowClient
 
 import jacbench
-from conftest import QUICK, compose_job, jacobian_at, rel_err
+from helpers.cli import QUICK, compose_job
+from helpers.contract import jacobian_at, rel_err
 from jacbench.core import sparsity
 from jacbench.core.errors import ConfigError
 from jacbench.core.numerics import compare

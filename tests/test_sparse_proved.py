@@ -11,7 +11,7 @@ import scipy.sparse.linalg
 import torch
 
 import jacbench
-from conftest import rel_err
+from helpers.contract import rel_err
 from jacbench.core import sparsity
 from jacbench.core.errors import ConfigError
 from jacbench.core.pattern_trace import Unprovable, traced_pattern

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 import torch
 
-from conftest import CONTRACT_MLP, CONTRACT_RECIPROCAL, jacobian, rel_err
+from helpers.contract import CONTRACT_MLP, CONTRACT_RECIPROCAL, jacobian, rel_err
 from jacbench.core.numerics import compare
 from jacbench.core.problem import build_problem, make_problem
 from jacbench.core.reference import reference_jacobian

@@ -15,7 +15,8 @@ import pandas as pd
 import pytest
 from hydra.experimental.callback import Callback
 
-from conftest import NO_MLFLOW, NO_REPORT, QUICK, clean_env, mlflow_runs
+from helpers.cli import NO_MLFLOW, NO_REPORT, QUICK, clean_env
+from helpers.tracking import mlflow_runs
 
 GRID = [  # 8 jobs: two of each kind (exact, approximate), both dtypes, two models
     "strategy=jacrev,fd_central",

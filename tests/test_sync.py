@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-from conftest import half_made_db, make_result, sqlite_uri
+from helpers.results import make_result
+from helpers.tracking import half_made_db, sqlite_uri
 from jacbench.record import sync
 from jacbench.record.mlflow_run import JOB_TAG
 from jacbench.record.parquet import read_results, write_result

@@ -12,7 +12,7 @@ import pytest
 import torch
 from torch.utils import benchmark
 
-from conftest import make_result
+from helpers.results import make_result
 from jacbench.experiments import seed003, seed004
 from jacbench.report.analysis import problem_lines, recommend
 from jacbench.report.build import write_report
@@ -239,7 +239,7 @@ def test_fewer_blocks_than_the_minimum_give_no_interval(n):
 
 
 def test_an_answer_marks_rows_reused_from_an_earlier_command():
-    from jacbench.run.sweep import reused_note
+    from jacbench.run.sweep.answer import reused_note
 
     rows = frame(
         timed_row("jacrev", 1.0, 0.05, dtype="float32"),
@@ -264,7 +264,7 @@ def test_side_by_side_interleaves_and_keeps_every_block():
 
 
 def test_the_top_two_of_a_problem_are_retimed_together_and_auto_is_not_its_own_rival():
-    from conftest import compose_job
+    from helpers.cli import compose_job
     from jacbench.core.registry import load_registry
     from jacbench.run.runner import execute
     from jacbench.run.side_by_side import retime_top

@@ -7,7 +7,9 @@ from __future__ import annotations
 import subprocess
 import sys
 
-from conftest import QUICK, clean_env, half_made_db, make_result, sqlite_uri
+from helpers.cli import QUICK, clean_env
+from helpers.results import make_result
+from helpers.tracking import half_made_db, sqlite_uri
 from jacbench.record import tracker
 from jacbench.record.mlflow_run import Tracking
 from jacbench.record.parquet import read_results

@@ -8,7 +8,7 @@ import pytest
 import torch
 
 import jacbench
-from conftest import compiles
+from helpers.contract import compiles
 from jacbench.core.problem import build_problem
 from jacbench.core.reference import reference_jacobian
 from jacbench.core.registry import load_registry

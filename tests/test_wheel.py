@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from conftest import QUICK, clean_env
+from helpers.cli import QUICK, clean_env
 
 ROOT = Path(__file__).resolve().parents[1]
 

@@ -22,7 +22,7 @@ def maybe_recorded(
     """Whether any job can be recorded already: not on a first run into an empty results
     folder, nor with force=true (then no job's config is looked up here: composed, ~0.15 s
     each, under Hydra's basic sweeper; copied from the validation's under jacbench's)."""
-    from jacbench.run.sweep import results_dir
+    from jacbench.run.sweep.state import results_dir
 
     if config.get("force"):
         return False
@@ -37,7 +37,7 @@ def recorded_jobs(
     now and said so (force=true sends them all out)."""
     from jacbench.report.display import make_console
     from jacbench.run.resume import count_as_done, recorded_result
-    from jacbench.run.sweep import launching_sweep
+    from jacbench.run.sweep.lifecycle import launching_sweep
 
     sweep = launching_sweep()
     config: DictConfig = launcher.config  # type: ignore[attr-defined]

@@ -37,14 +37,8 @@ from jacbench.run.launchers import launcher_kind
 from jacbench.run.orphans import exit_with
 from jacbench.run.resume import count_as_done
 from jacbench.run.schema import strategy_options
-from jacbench.run.sweep import (
-    UNWRITTEN,
-    SweepState,
-    close_open_sweep,
-    current_sweep,
-    job_record,
-    results_dir,
-)
+from jacbench.run.sweep.lifecycle import close_open_sweep
+from jacbench.run.sweep.state import UNWRITTEN, SweepState, current_sweep, job_record, results_dir
 from jacbench.run.usage import reported
 
 log = logging.getLogger("jacbench")

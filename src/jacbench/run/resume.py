@@ -10,7 +10,7 @@ from rich.console import Console
 
 from jacbench.record.parquet import find_done_result
 from jacbench.run.identity import config_hash
-from jacbench.run.sweep import SweepState, job_record, results_dir
+from jacbench.run.sweep.state import SweepState, job_record, results_dir
 
 
 def recorded_result(cfg: DictConfig, launch_dir: Path) -> Path | None:

@@ -1,0 +1,2 @@
+"""Sweeps (``python -m jacbench -m ...``): their state files, opening, summary, answer, and
+life in the launching process."""

@@ -1,0 +1,66 @@
+"""An experiment's answer to its forum question, from the sweep's rows: printed, saved as
+answer.md, shown in the MLflow parent run."""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+from typing import Any
+
+from rich.panel import Panel
+from rich.text import Text
+
+from jacbench.record.parquet import write_atomic
+from jacbench.run.inputs import load_analysis
+from jacbench.run.sweep.state import SweepState
+
+
+def reused_note(rows: Any) -> str:
+    """The rows the answer reused from an earlier command (resume), with when each was
+    measured: their times were taken under that command's machine load, not this one's."""
+    if "resumed" not in rows or not rows["resumed"].any():
+        return ""
+    reused = rows[rows["resumed"].astype(bool)]
+    when = [
+        f"{r['strategy']} {r['dtype']} ({r['model']}): measured "
+        f"{r['started_at']:%Y-%m-%d %H:%M} UTC"
+        for _, r in reused.iterrows()
+    ]
+    return (
+        f"\n\nReused from earlier commands ({len(when)} row(s), timed under that load, not "
+        "this sweep's; run with force=true to measure them again): " + "; ".join(when) + "."
+    )
+
+
+def answer_experiment(
+    state: SweepState, rows: Any, console: Any, retimed: list[str] | None = None
+) -> tuple[str, bool]:
+    """Run the experiment's analysis on the recorded rows (the top candidates re-timed side
+    by side, ``retimed`` saying which); print it and save it as answer.md (a fenced block, so
+    markdown viewers keep its columns); returns the answer and whether the analysis gave one."""
+    path = Path(state.sweep_dir) / "answer.md"
+    try:
+        answer = load_analysis(str(state.analysis))(rows)
+        answered = isinstance(answer, str)
+    except Exception as exc:
+        answer = f"The analysis {state.analysis} could not answer: {type(exc).__name__}: {exc}"
+        answered = False
+        print(f"jacbench: {' '.join(answer.split())[:300]}", file=sys.stderr)
+    if not isinstance(answer, str):
+        answer = (
+            f"The analysis {state.analysis} returned a {type(answer).__name__}, not the text "
+            "of an answer: an analysis takes the sweep's rows and returns a str"
+        )
+        print(f"jacbench: {answer}", file=sys.stderr)
+    answer = answer.rstrip() + reused_note(rows)
+    if retimed:
+        answer += "\n\nTimed again side by side before naming a winner:\n" + "\n".join(
+            f"- {line}" for line in retimed
+        )
+    console.print(Panel(Text(answer), title="answer", expand=False))
+    title = f"# Answer: {str(state.analysis).partition(':')[0].rpartition('.')[2]}"
+    try:
+        write_atomic(path, f"{title}\n\n```text\n{answer.rstrip()}\n```\n")
+    except OSError as exc:  # e.g. a full disk: the answer is on screen and in the parent run
+        print(f"jacbench: could not write {path} ({exc.strerror or exc})", file=sys.stderr)
+    return answer, answered

@@ -1,0 +1,98 @@
+"""A sweep's state files in its folder: how its jobs find it and say they are done, under
+every launcher (in process, joblib, submitit)."""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import os
+import uuid
+from dataclasses import dataclass
+from datetime import datetime, timezone
+from pathlib import Path
+from typing import Any
+
+from hydra.core.hydra_config import HydraConfig
+from omegaconf import DictConfig
+
+from jacbench.record.parquet import write_atomic
+
+STATE_DIR = ".jacbench"
+UNWRITTEN = "unwritten"  # rows the results folder could not take, beside the sweep's state
+# Set in every job's environment (Hydra's hydra.job.env_set, under every launcher): which
+# sweep the job belongs to, so that sweeps sharing a folder never share state.
+SWEEP_ENV = "JACBENCH_SWEEP_ID"
+
+
+def _state_folder(sweep_dir: str | Path, sweep_id: str) -> Path:
+    return Path(sweep_dir) / STATE_DIR / sweep_id
+
+
+def results_dir(cfg: DictConfig, launch_dir: Path) -> Path:
+    """The job's results folder (``results_dir``, relative to the launch folder)."""
+    path = Path(cfg.results_dir)
+    return path if path.is_absolute() else launch_dir / path
+
+
+def new_sweep_id() -> str:
+    """Unique even for sweeps started in the same second: the time, then random digits."""
+    return f"{datetime.now():%Y%m%dT%H%M%S}-{uuid.uuid4().hex[:8]}"
+
+
+@dataclass
+class SweepState:
+    sweep_id: str
+    sweep_dir: str
+    total: int
+    overrides: list[str]
+    tracking: dict[str, Any] | None  # Tracking as a dict; None when MLflow is off
+    analysis: str | None = None  # experiments: "module:function" answering from the rows
+    report: bool = True  # write the report into the sweep folder and the parent run
+    parent_run_id: str = ""
+    sweep_pid: int = 0  # the launching process: its worker processes end when it is gone
+    results_dir: str = ""  # where its jobs claim and record (claims released if it is stopped)
+    finished: bool = False
+    exit_code: int = 0
+
+    @property
+    def folder(self) -> Path:
+        return _state_folder(self.sweep_dir, self.sweep_id)
+
+    def save(self) -> None:
+        write_atomic(self.folder / "sweep.json", json.dumps(dataclasses.asdict(self), indent=1))
+
+    @classmethod
+    def load(cls, sweep_dir: Path, sweep_id: str) -> SweepState | None:
+        path = _state_folder(sweep_dir, sweep_id) / "sweep.json"
+        return cls(**json.loads(path.read_text())) if sweep_id and path.is_file() else None
+
+    def mark_job(self, num: int, record: dict[str, Any]) -> int:
+        """Record that job ``num`` is done; returns how many jobs are done."""
+        jobs = self.folder / "jobs"
+        write_atomic(jobs / f"{num}.json", json.dumps(record))
+        return len(list(jobs.glob("*.json")))
+
+    def job_records(self) -> list[dict[str, Any]]:
+        jobs = self.folder / "jobs"
+        return [json.loads(p.read_text()) for p in sorted(jobs.glob("*.json"))]
+
+
+def current_sweep() -> SweepState | None:
+    """Inside a job of a multirun: its sweep (None if the sweep was not opened)."""
+    hydra_cfg = HydraConfig.get()
+    sweep_dir = (Path(hydra_cfg.runtime.cwd) / hydra_cfg.sweep.dir).resolve()
+    return SweepState.load(sweep_dir, os.environ.get(SWEEP_ENV, ""))
+
+
+def job_record(
+    num: int, result_file: Path, status: str, resumed: bool, untracked: bool = False
+) -> dict[str, Any]:
+    return {
+        "job_num": num,
+        "result_file": str(result_file),
+        "status": status,
+        "resumed": resumed,
+        "untracked": untracked,  # tracking was on and failed: the sweep exits 1
+        "finished_at": datetime.now(timezone.utc).isoformat(),
+        "pid": os.getpid(),
+    }

@@ -1,0 +1,1 @@
+"""What the tests share besides fixtures: the CLI, the contract, MLflow's store, results."""

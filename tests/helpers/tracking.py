@@ -1,0 +1,38 @@
+"""MLflow's sqlite store as the tests read it back or break it."""
+
+from __future__ import annotations
+
+import contextlib
+import os
+from pathlib import Path
+
+
+def sqlite_uri(folder: Path) -> str:
+    """The tracking URI a job launched in ``folder`` uses by default."""
+    return f"sqlite:///{folder / 'mlflow.db'}"
+
+
+def half_made_db(path: Path) -> None:
+    """What a process killed during MLflow's migrations leaves: every table made, the
+    schema version not yet stamped, a later table missing."""
+    import sqlite3
+
+    from jacbench.record.mlflow_db import create_atomically
+
+    made = path.with_name("made.db")  # not the tested URI, which no cache may know
+    create_atomically(made)
+    with contextlib.closing(sqlite3.connect(made)) as db:
+        db.executescript("DELETE FROM alembic_version; DROP TABLE secrets;")
+    os.replace(made, path)
+
+
+def mlflow_runs(tracking_uri: str) -> tuple[list, list]:
+    """(sweep parent runs, job runs) of the jacbench experiment, read back through MLflow."""
+    from mlflow.tracking import MlflowClient
+
+    client = MlflowClient(tracking_uri=tracking_uri)
+    experiment = client.get_experiment_by_name("jacbench")
+    runs = client.search_runs([experiment.experiment_id], max_results=1000)
+    parents = [r for r in runs if r.data.tags.get("jacbench.role") == "sweep"]
+    children = [r for r in runs if "mlflow.parentRunId" in r.data.tags]
+    return parents, children
