@@ -45,6 +45,10 @@ def match(before: pd.DataFrame, after: pd.DataFrame) -> pd.DataFrame:
 # ~15% between runs even in CPU time (caches, frequency), which is not a change of the code.
 THRESHOLD = 1.25
 NO_INTERVAL = "no interval"
+# A side timed while its process waited for the core (CPU/wall per thread below this): CPU
+# time per call then rises too (cold caches after every switch, measured 1.2-1.5x on two
+# cores beside a CPU-bound process), so a difference is not laid at the code's door.
+CONTENDED = 0.85
 
 
 def _basis(pair: pd.Series) -> Basis:
@@ -64,6 +68,11 @@ def _side(pair: pd.Series, side: str) -> dict[str, object]:
     return {k[: -len(suffix)]: v for k, v in pair.items() if str(k).endswith(suffix)}
 
 
+def _contended(row: dict[str, object]) -> bool:
+    cpu, threads = row.get("cpu_wall_ratio"), row.get("threads")
+    return _has(cpu) and _has(threads) and float(cpu) / max(int(threads), 1) < CONTENDED
+
+
 def judge(pair: pd.Series) -> tuple[str, float | None, str, str, str]:
     """Flag, ratio (after / before), basis and both times' texts of one matched pair."""
     basis = _basis(pair)
@@ -75,6 +84,9 @@ def judge(pair: pd.Series) -> tuple[str, float | None, str, str, str]:
     ratio = after.median / before.median
     verdict = compare_intervals(after, before)
     if verdict.decided and max(ratio, 1 / ratio) > THRESHOLD:
+        waited = [side for side in ("before", "after") if _contended(_side(pair, side))]
+        if waited:
+            return f"unsure (contended {' and '.join(waited)})", ratio, basis.name.lower(), *texts
         return ("slower" if ratio > 1 else "faster"), ratio, basis.name.lower(), *texts
     return "same", ratio, basis.name.lower(), *texts
 
@@ -107,8 +119,8 @@ def compare_report(before_dir: Path, after_dir: Path, out: Path) -> tuple[Path, 
             [
                 r["label"],
                 f"{r['model']} N={r['n_in']} M={r['n_out']} {r['dtype']} {r['device']}",
-                f"{r['before_text']} (n={_blocks(r['n_blocks_before'])})",
-                f"{r['after_text']} (n={_blocks(r['n_blocks_after'])})",
+                f"{r['before_text']} ({_conditions(r, 'before')})",
+                f"{r['after_text']} ({_conditions(r, 'after')})",
                 "-" if r["ratio"] is None else f"{r['ratio']:.3g}",
                 r["flag"],
                 r["basis"],
@@ -131,7 +143,10 @@ def compare_report(before_dir: Path, after_dir: Path, out: Path) -> tuple[Path, 
             f"Geometric-mean time ratio (after / before): {mean}. "
             f"A row is flagged faster or slower only where the 95% intervals of the two "
             f"medians do not overlap and the ratio is beyond {THRESHOLD}x; times are CPU time "
-            "per call on CPU devices (a busy machine hardly moves it), wall time elsewhere."
+            "per call on CPU devices (a busy machine moves it less than wall time), wall "
+            "time elsewhere; "
+            f"'unsure (contended)': told apart, but one side's process waited for its core "
+            f"while timed (CPU/wall per thread below {CONTENDED}), which raises CPU time too."
         )
     text = "\n".join(lines) + "\n"
     path = out / "compare.md"
@@ -139,8 +154,11 @@ def compare_report(before_dir: Path, after_dir: Path, out: Path) -> tuple[Path, 
     return path, text
 
 
-def _blocks(value: object) -> str:
-    return "-" if not _has(value) else str(int(value))  # type: ignore[call-overload]
+def _conditions(pair: pd.Series, side: str) -> str:
+    """How a side was timed: its number of blocks and its CPU/wall (contention)."""
+    blocks, cpu = pair.get(f"n_blocks_{side}"), pair.get(f"cpu_wall_ratio_{side}")
+    text = "n=" + ("-" if not _has(blocks) else str(int(blocks)))  # type: ignore[call-overload]
+    return text + (f", CPU/wall {float(cpu):.2f}" if _has(cpu) else "")  # type: ignore[arg-type]
 
 
 def _sort_key(ratios: pd.Series) -> pd.Series:
