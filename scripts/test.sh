@@ -1,0 +1,14 @@
+#!/usr/bin/env bash
+# The whole test suite, as CI runs it: every test but those that run torch.compile, on every
+# core; then each file's compiling tests in a pytest process of their own, one file per core
+# at a time (why apart: CONTRIBUTING.md, "Tests that compile"). Arguments go to every pytest
+# call; the exit status is non-zero if any of them failed.
+set -uo pipefail
+cd "$(dirname "$0")/.."
+pytest -n auto --dist loadfile -m "not compiles" "$@"
+others=$?
+pytest -q --collect-only -p no:cacheprovider -m compiles "$@" | grep '::' | cut -d: -f1 \
+  | sort -u | xargs -r -P "$(nproc)" -I{} sh -c \
+    'out=$(pytest -q -p no:cacheprovider -m compiles "$@" 2>&1); s=$?; printf "%s\n" "$out"; exit $s' _ {} "$@"
+compiled=$?
+exit $((others || compiled))
