@@ -8,6 +8,7 @@ from pathlib import Path
 
 import pandas as pd
 
+from helpers.cli import load_script
 from helpers.results import make_result
 from jacbench.core.registry import load_registry
 from jacbench.record.result import SCHEMA
@@ -77,3 +78,13 @@ def test_the_readme_is_short_and_its_links_resolve():
     for page in DOCS.glob("*.md"):
         for target in re.findall(r"\]\(([^)#]+\.md)\)", page.read_text()):
             assert (page.parent / target).exists(), f"{page.name} links to missing {target}"
+
+
+def test_every_forum_experiment_has_a_sample_the_script_generates():
+    """Each preset's printed answer is in the docs between the markers scripts/doc_samples.py
+    fills from a real run (tests/test_experiments.py checks each one's title and columns)."""
+    doc_samples = load_script("doc_samples")
+    documented = [n for d in doc_samples.documents() for n in doc_samples.samples(d.read_text())]
+    presets = {p.stem for p in (ROOT / "conf" / "experiment").glob("*.yaml")}
+    assert presets and presets <= set(documented), presets - set(documented)
+    assert set(documented) <= presets, set(documented) - presets

@@ -3,11 +3,13 @@ phenomenon through the recorded rows of the sweep, and that an answer was writte
 
 from __future__ import annotations
 
+import re
+
 import pandas as pd
 import pytest
 import torch
 
-from helpers.cli import NO_MLFLOW, QUICK
+from helpers.cli import NO_MLFLOW, QUICK, load_script
 from helpers.tracking import mlflow_runs
 
 
@@ -20,7 +22,41 @@ def run_experiment(cli, name: str, *overrides: str) -> tuple[pd.DataFrame, str]:
     assert markdown.startswith(f"# Answer: {name}\n\n```text\n") and markdown.endswith("```\n")
     answer = markdown.split("```text\n", 1)[1].rsplit("```", 1)[0]
     assert answer.startswith(name) and "Answer:" in answer and "Answer:" in proc.stdout
+    assert_documented_alike(name, answer)
     return pd.read_parquet(summary), answer
+
+
+def assert_documented_alike(name: str, answer: str) -> None:
+    """The docs' sample of this experiment (scripts/doc_samples.py) has the title and the
+    table columns the code prints now: a stale sample fails here (run the script again)."""
+    doc_samples = load_script("doc_samples")
+    documented = [
+        found[name]
+        for document in doc_samples.documents()
+        if name in (found := doc_samples.samples(document.read_text()))
+    ]
+    assert documented, f"no sample of {name} in the docs: add one (scripts/doc_samples.py)"
+    for sample in documented:
+        assert sample.splitlines()[0] == answer.splitlines()[0], sample
+        assert columns(answer) <= columns(sample), (columns(answer), columns(sample))
+
+
+def columns(text: str) -> set[tuple[str, ...]]:
+    """The column names of each table in an answer (those that are not numbers, such as a
+    swept step, which a narrowed run has fewer of)."""
+
+    def named(cell: str) -> bool:
+        try:
+            float(cell)
+        except ValueError:
+            return True
+        return False
+
+    return {
+        tuple(cell for cell in re.split(r"\s{2,}", line.strip()) if named(cell))
+        for line in text.splitlines()
+        if re.match(r"(dtype|strategy)\s{2,}", line)
+    }
 
 
 def recorded_jacobian(row: pd.Series) -> torch.Tensor:

@@ -33,7 +33,8 @@ def jacobian(row: pd.Series) -> torch.Tensor:
 
 
 def table(header: list[str], lines: list[list[str]]) -> str:
-    """A plain-text table (the answer goes to a terminal and to answer.md alike)."""
+    """A plain-text table (the answer goes to a terminal and to answer.md alike); our own, as
+    DataFrame.to_string right-aligns its cells where the answers read left-aligned."""
     widths = [max(len(str(c)) for c in col) for col in zip(header, *lines, strict=True)]
     fmt = "  ".join(f"{{:<{w}}}" for w in widths)
     return "\n".join(fmt.format(*map(str, line)) for line in [header, *lines])

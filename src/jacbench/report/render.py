@@ -10,6 +10,8 @@ from jacbench.record.markdown import markdown_safe
 
 
 def markdown_table(header: list[str], lines: list[list[str]]) -> str:
+    """Our own, not pandas' to_markdown: that needs tabulate and does not escape user text."""
+
     def row(cells: list[str]) -> str:
         return "| " + " | ".join(markdown_safe(c).replace("|", "\\|") for c in cells) + " |"
 
@@ -17,6 +19,8 @@ def markdown_table(header: list[str], lines: list[list[str]]) -> str:
 
 
 def html_table(header: list[str], lines: list[list[str]]) -> str:
+    """Our own, not pandas' to_html: the rows are formatted strings already, and to_html adds
+    a border and classes the report's stylesheet does not use."""
     head = "".join(f"<th>{html.escape(h)}</th>" for h in header)
     body = "".join(
         "<tr>" + "".join(f"<td>{html.escape(str(c))}</td>" for c in line) + "</tr>"
