@@ -44,7 +44,10 @@ class ResumingJoblibLauncher(JoblibLauncher):
             def __call__(self, tasks: Iterable[Any]) -> Any:
                 return super().__call__(t for i, t in enumerate(tasks) if i not in done)
 
-        _core.Parallel = TodoOnly  # the plugin calls Parallel(**cfg)(tasks) in launch()
+        # Patched for this call rather than the plugin's launch() copied: launch() composes
+        # and binds every job (configs, env, sweep folders), and its only seam for which
+        # tasks run is its Parallel(**cfg)(tasks) call.
+        _core.Parallel = TodoOnly
         try:
             ran = iter(super().launch(job_overrides, initial_job_idx))
         finally:

@@ -82,6 +82,9 @@ class WaitingSlurmLauncher(SlurmLauncher):
             jobs.update(zip(todo, map_array(executor, fn, *zip(*rows, strict=True)), strict=True))
             return []  # the parent's own collection loop then has nothing to stop on
 
+        # Patched for this call rather than the plugin's launch() copied: launch() composes
+        # and pickles every job, and its only seam for which tasks are submitted (and for
+        # not waiting on its own) is its executor.map_array call.
         submitit.AutoExecutor.map_array = keep  # type: ignore[method-assign]
         try:
             super().launch(job_overrides, initial_job_idx)

@@ -35,10 +35,14 @@ from jacbench.record.mlflow_view import (
 )
 from jacbench.record.result import Result
 
-os.environ.setdefault("MLFLOW_SUPPRESS_PRINTING_URL_TO_STDOUT", "true")
-# An unreachable tracking server should cost seconds per job, not minutes of back-off.
-os.environ.setdefault("MLFLOW_HTTP_REQUEST_MAX_RETRIES", "2")
-os.environ.setdefault("MLFLOW_HTTP_REQUEST_TIMEOUT", "20")
+# MLflow's settings jacbench runs with unless the user set them, put in place before its first
+# client (not when this module loads): an unreachable tracking server should cost seconds per
+# job, not minutes of back-off.
+MLFLOW_DEFAULTS = {
+    "MLFLOW_SUPPRESS_PRINTING_URL_TO_STDOUT": "true",
+    "MLFLOW_HTTP_REQUEST_MAX_RETRIES": "2",
+    "MLFLOW_HTTP_REQUEST_TIMEOUT": "20",
+}
 
 MAX_PARAM_LEN = 6000
 T = TypeVar("T")
@@ -87,6 +91,8 @@ def _retry(call: Callable[[], T], attempts: int = 4) -> T:
 def _client(tracking: Tracking):
     from mlflow.tracking import MlflowClient
 
+    for name, value in MLFLOW_DEFAULTS.items():
+        os.environ.setdefault(name, value)
     ready_store(tracking.uri, tracking.artifact_root)  # a local database: made atomically
     return MlflowClient(tracking_uri=tracking.uri)
 

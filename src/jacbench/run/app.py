@@ -42,7 +42,6 @@ from jacbench.run.sweep.state import UNWRITTEN, SweepState, current_sweep, job_r
 from jacbench.run.usage import reported
 
 log = logging.getLogger("jacbench")
-register_configs(strategy_options())  # no torch where remembered: --help, --cfg, refusals
 
 
 def record(
@@ -244,6 +243,7 @@ def main() -> None:
     skipped its end-of-sweep callback. A sweep exits 1 when any job failed. Bad input and
     Ctrl-C end in one line, never a traceback."""
     with reported(INTERRUPTED), watched():
+        register_configs(strategy_options())  # no torch where remembered: --help, refusals
         check_group_overrides(sys.argv[1:], conf_dir())
         stopped_by = ""
         try:
