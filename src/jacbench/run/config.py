@@ -45,6 +45,7 @@ class JobConfig:
     jacobian_max_entries: int = 4096  # store computed Jacobians up to this size in results
     analysis: str | None = None  # experiments: "module:function" that answers from the rows
     report: bool = True  # after a sweep, write the report and attach it to the parent run
+    side_by_side: bool = True  # before a preset names a winner, its top two timed again
     results_dir: str = "results"  # relative paths are under the launch folder
     mlflow: MlflowConfig = field(default_factory=MlflowConfig)
 

@@ -64,6 +64,7 @@ def open_sweep(config: DictConfig) -> SweepState:
         None,
         config.get("analysis"),
         bool(config.get("report", True)),
+        side_by_side=bool(config.get("side_by_side", True)),
         sweep_pid=os.getpid(),
         results_dir=str(results_dir(config, launch_dir)),
     )

@@ -48,6 +48,7 @@ class SweepState:
     tracking: dict[str, Any] | None  # Tracking as a dict; None when MLflow is off
     analysis: str | None = None  # experiments: "module:function" answering from the rows
     report: bool = True  # write the report into the sweep folder and the parent run
+    side_by_side: bool = True  # the answer's top candidates timed again, interleaved
     parent_run_id: str = ""
     sweep_pid: int = 0  # the launching process: its worker processes end when it is gone
     results_dir: str = ""  # where its jobs claim and record (claims released if it is stopped)

@@ -81,10 +81,12 @@ def summarise(state: SweepState, console: Any) -> ParentOutcome:
     artifacts += [summary_path] if not not_written else []
     answer = ""
     if state.analysis and len(rows):
-        from jacbench.core.registry import load_registry  # torch: only where a preset answers
-        from jacbench.run.side_by_side import retime_top
+        retimed: list[str] = []
+        if state.side_by_side:
+            from jacbench.core.registry import load_registry  # torch: where a preset answers
+            from jacbench.run.side_by_side import retime_top
 
-        rows, retimed = retime_top(rows, load_registry())
+            rows, retimed = retime_top(rows, load_registry())
         answer, answered = answer_experiment(state, rows, console, retimed)
         failed = failed or not answered
         artifacts.append(Path(state.sweep_dir) / "answer.md")
