@@ -6,7 +6,7 @@ Each sample is a fenced ``text`` block between ``<!-- sample: NAME -->`` and
 in place of the block. tests/test_experiments.py checks that every sample's title and column
 names are those the current code prints.
 
-    python scripts/doc_samples.py              # every sample (seed001: ~3 min)
+    python scripts/doc_samples.py              # every sample (seed001 alone: ~17 min)
     python scripts/doc_samples.py seed003      # one
 """
 
@@ -20,7 +20,7 @@ import tempfile
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
-SAMPLE = re.compile(r"(<!-- sample: (\w+) -->\n)```text\n.*?```\n(<!-- /sample -->)", re.S)
+SAMPLE = re.compile(r"(<!-- sample: (\w+) -->\n)```text\n(.*?)```\n(<!-- /sample -->)", re.S)
 
 
 def documents() -> list[Path]:
@@ -29,10 +29,7 @@ def documents() -> list[Path]:
 
 def samples(text: str) -> dict[str, str]:
     """The sample blocks of a document: experiment name -> the text inside its fence."""
-    return {
-        m.group(2): m.group(0).split("```text\n", 1)[1].rsplit("```", 1)[0]
-        for m in SAMPLE.finditer(text)
-    }
+    return {m.group(2): m.group(3) for m in SAMPLE.finditer(text)}
 
 
 def run(name: str) -> str:
@@ -58,7 +55,7 @@ def main(argv: list[str] | None = None) -> int:
             lambda m: (
                 m.group(0)
                 if m.group(2) not in answers
-                else f"{m.group(1)}```text\n{answers[m.group(2)]}```\n{m.group(3)}"
+                else f"{m.group(1)}```text\n{answers[m.group(2)]}```\n{m.group(4)}"
             ),
             text,
         )

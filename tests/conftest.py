@@ -91,19 +91,21 @@ def mark_compiling(items: list[pytest.Item]) -> None:
 # ``JACBENCH_COMPILE_APART=0 pytest -n auto --dist loadfile`` (everything in shared
 # processes) passes three times in a row on cold caches (an empty TORCHINDUCTOR_CACHE_DIR).
 APART = "JACBENCH_COMPILE_APART"
-_IN_GROUP: list[bool] = []  # this session runs one file's compiling tests and nothing else
+IN_GROUP = pytest.StashKey[bool]()  # this session runs one file's compiling tests, nothing else
 
 
 def keep_apart(config: pytest.Config, items: list[pytest.Item]) -> None:
-    compiling = [item for item in items if item.get_closest_marker("compiles")]
-    files = {str(item.path.relative_to(config.rootpath)) for item in compiling}
-    if not compiling or os.environ.get(APART) == "0":
+    files = {
+        item: item.path.relative_to(config.rootpath)
+        for item in items
+        if item.get_closest_marker("compiles")
+    }
+    if not files or os.environ.get(APART) == "0":
         return
-    if len(compiling) == len(items) and len(files) == 1:
-        _IN_GROUP.append(True)
+    if len(files) == len(items) and len(set(files.values())) == 1:
+        config.stash[IN_GROUP] = True
         return
-    for item in compiling:
-        file = item.path.relative_to(config.rootpath)
+    for item, file in files.items():
         why = f"compiles: runs apart (pytest -m compiles {file}; scripts/test.sh runs them all)"
         item.add_marker(pytest.mark.skip(reason=why))
 
@@ -113,7 +115,8 @@ def compiled_only_apart(request: pytest.FixtureRequest):
     """Fail a test that ran torch.compile among the other tests without the mark."""
     before = frames_compiled()
     yield
-    if not _IN_GROUP and os.environ.get(APART) != "0" and frames_compiled() != before:
+    apart = not request.config.stash.get(IN_GROUP, False) and os.environ.get(APART) != "0"
+    if apart and frames_compiled() != before:
         pytest.fail(
             f"{request.node.nodeid} ran torch.compile among the other tests: "
             "mark it @pytest.mark.compiles",

@@ -76,15 +76,15 @@ def _contended(row: dict[str, object]) -> bool:
 def judge(pair: pd.Series) -> tuple[str, float | None, str, str, str]:
     """Flag, ratio (after / before), basis and both times' texts of one matched pair."""
     basis = _basis(pair)
-    before = interval_of(_side(pair, "before"), "before", basis)
-    after = interval_of(_side(pair, "after"), "after", basis)
+    sides = {side: _side(pair, side) for side in ("before", "after")}
+    before, after = (interval_of(row, side, basis) for side, row in sides.items())
     texts = [iv.text() if iv else NO_INTERVAL for iv in (before, after)]
     if before is None or after is None:
         return "unknown (no interval)", None, basis.name.lower(), *texts
     ratio = after.median / before.median
     verdict = compare_intervals(after, before)
     if verdict.decided and max(ratio, 1 / ratio) > THRESHOLD:
-        waited = [side for side in ("before", "after") if _contended(_side(pair, side))]
+        waited = [side for side, row in sides.items() if _contended(row)]
         if waited:
             return f"unsure (contended {' and '.join(waited)})", ratio, basis.name.lower(), *texts
         return ("slower" if ratio > 1 else "faster"), ratio, basis.name.lower(), *texts
