@@ -11,7 +11,7 @@ import pandas as pd
 from helpers.cli import load_script
 from helpers.results import make_result
 from jacbench.core.registry import load_registry
-from jacbench.record.result import SCHEMA
+from jacbench.record.parquet import SCHEMA
 from jacbench.report.build import write_report
 
 ROOT = Path(__file__).resolve().parents[1]

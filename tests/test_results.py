@@ -11,8 +11,8 @@ import pyarrow.parquet as pq
 
 from helpers.cli import compose_job
 from helpers.results import make_result
-from jacbench.record.parquet import read_results, write_result
-from jacbench.record.result import COLUMNS, SCHEMA, Result
+from jacbench.record.parquet import SCHEMA, read_results, write_result
+from jacbench.record.result import COLUMNS, Result
 from jacbench.run.identity import config_hash
 
 REQUIRED = {

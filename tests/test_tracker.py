@@ -1,25 +1,30 @@
-"""The tracking helper of a single run (issue 29): MLflow imported and its store opened in a
-second process while torch imports, the run logged through it before the command returns,
-and the in-process path whenever the helper is not there."""
+"""The tracking helper of a single run (issue 29): MLflow (with pyarrow and pandas) imported
+and its store opened in a second process while torch imports, the row written and the run
+logged through it before the command returns, and the in-process path whenever the helper is
+not there."""
 
 from __future__ import annotations
 
+import dataclasses
+import errno
 import subprocess
 import sys
+
+import pytest
 
 from helpers.cli import QUICK, clean_env
 from helpers.results import make_result
 from helpers.tracking import half_made_db, sqlite_uri
 from jacbench.record import tracker
 from jacbench.record.mlflow_run import Tracking
-from jacbench.record.parquet import read_results
+from jacbench.record.parquet import read_results, write_result
 from jacbench.run import app
 
 
-def run_command(folder) -> subprocess.CompletedProcess:
+def run_command(folder, *python_flags: str) -> subprocess.CompletedProcess:
     """``python -m jacbench timing=quick`` as a user types it: the helper is started."""
     return subprocess.run(
-        [sys.executable, "-m", "jacbench", *QUICK],
+        [sys.executable, *python_flags, "-m", "jacbench", *QUICK],
         cwd=folder,
         env=clean_env(),
         capture_output=True,
@@ -29,8 +34,11 @@ def run_command(folder) -> subprocess.CompletedProcess:
 
 
 def test_a_single_run_is_in_mlflow_when_the_command_returns(tmp_path):
-    proc = run_command(tmp_path)
+    proc = run_command(tmp_path, "-X", "importtime")  # the helper's imports are not listed
     assert proc.returncode == 0, proc.stderr
+    imported = {line.split("|")[-1].strip() for line in proc.stderr.splitlines() if "|" in line}
+    assert "torch" in imported
+    assert not imported & {"pyarrow", "pandas", "mlflow"}  # left to the helper
     (log,) = tmp_path.glob("outputs/*/*/jacbench.log")
     assert "logged by the tracking helper" in log.read_text()  # not in the command's process
     (row,) = read_results(tmp_path / "results").to_dict("records")
@@ -72,3 +80,24 @@ def test_no_helper_where_nothing_is_measured_or_tracked(monkeypatch):
     tracker.maybe_start(["strategy=jacrev"])
     assert started == [1]
     monkeypatch.setattr(tracker, "_STARTED", None)
+
+
+def test_the_helper_writes_the_row_the_run_would_write(tmp_path):
+    result = make_result(job_id="a" * 16, time_blocks_s=[1e-4, 1.5e-4], rel_err=None)
+    helper = tracker.Tracker()
+    try:
+        path = helper.write_result(result, tmp_path / "helper")
+        blocker = tmp_path / "a_file"
+        blocker.write_text("")
+        with pytest.raises(OSError) as refused:  # an OSError here, as in process: kept elsewhere
+            helper.write_result(result, blocker / "results")
+        assert refused.value.errno in (errno.ENOTDIR, errno.EEXIST)
+    finally:
+        helper.close()
+    assert path.parent == tmp_path / "helper"
+    write_result(result, tmp_path / "in_process")
+    (by_helper,) = read_results(tmp_path / "helper").to_dict("records")
+    (in_process,) = read_results(tmp_path / "in_process").to_dict("records")
+    assert repr(by_helper) == repr(in_process)  # every value and type, nulls included
+    assert by_helper["started_at"].to_pydatetime() == result.started_at
+    assert [f.name for f in dataclasses.fields(result)] == list(by_helper)

@@ -11,9 +11,12 @@ import contextlib
 import dataclasses
 import os
 import sys
-import tempfile
 import time
+import types
+import typing
 from collections.abc import Iterable
+from datetime import datetime
+from enum import Enum
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -21,35 +24,43 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from jacbench.core.enums import Status
-from jacbench.record.result import SCHEMA, Result
+from jacbench.record.atomic import write_atomic
+from jacbench.record.result import Result
 
 if TYPE_CHECKING:
     import pandas as pd
 
 
-def write_atomic(path: Path, data: str | pa.Table) -> None:
-    """Write text or a table to ``path`` through a temporary file and a rename."""
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
-    try:
-        os.chmod(tmp, 0o666 & ~_umask())  # mkstemp makes 0600: collaborators could not read it
-        if isinstance(data, str):
-            with os.fdopen(fd, "w") as handle:
-                handle.write(data)
-        else:
-            os.close(fd)
-            pq.write_table(data, tmp)
-        os.replace(tmp, path)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
+_ARROW_TYPES: dict[type, pa.DataType] = {
+    str: pa.string(),
+    int: pa.int64(),
+    float: pa.float64(),
+    bool: pa.bool_(),
+    datetime: pa.timestamp("us", tz="UTC"),
+}
 
 
-def _umask() -> int:
-    """The process's umask (reading it means setting it; set it straight back)."""
-    mask = os.umask(0o022)
-    os.umask(mask)
-    return mask
+def _arrow_type(hint: typing.Any) -> pa.DataType:
+    if isinstance(hint, type) and issubclass(hint, Enum):
+        return pa.string()
+    if typing.get_origin(hint) is list:
+        return pa.list_(_arrow_type(typing.get_args(hint)[0]))
+    return _ARROW_TYPES[hint]
+
+
+def _arrow_field(name: str, hint: typing.Any) -> pa.Field:
+    args = [a for a in typing.get_args(hint) if a is not type(None)]
+    nullable = isinstance(hint, types.UnionType) or typing.get_origin(hint) is typing.Union
+    base = args[0] if nullable else hint
+    return pa.field(name, _arrow_type(base), nullable=nullable)
+
+
+def _schema() -> pa.Schema:
+    hints = typing.get_type_hints(Result)
+    return pa.schema([_arrow_field(f.name, hints[f.name]) for f in dataclasses.fields(Result)])
+
+
+SCHEMA: pa.Schema = _schema()
 
 
 QUARANTINE = ".quarantine"  # unreadable result files are moved here, never deleted

@@ -1,4 +1,4 @@
-"""The Result: one flat, typed record per job, and its one explicit parquet schema.
+"""The Result: one flat, typed record per job (its parquet schema: ``jacbench.record.parquet``).
 
 Everything downstream (parquet, MLflow, the printed table, reports) reads this record and
 never recomputes it.
@@ -7,18 +7,13 @@ never recomputes it.
 from __future__ import annotations
 
 import dataclasses
-import types
-import typing
 import uuid
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
-from enum import Enum
-
-import pyarrow as pa
 
 from jacbench.core.enums import Status
 
-__all__ = ["COLUMNS", "SCHEMA", "Result", "Status"]
+__all__ = ["COLUMNS", "Result", "Status"]
 
 
 def _now() -> datetime:
@@ -126,34 +121,4 @@ class Result:
         return self.status == Status.OK
 
 
-_ARROW_TYPES: dict[type, pa.DataType] = {
-    str: pa.string(),
-    int: pa.int64(),
-    float: pa.float64(),
-    bool: pa.bool_(),
-    datetime: pa.timestamp("us", tz="UTC"),
-}
-
-
-def _arrow_type(hint: typing.Any) -> pa.DataType:
-    if isinstance(hint, type) and issubclass(hint, Enum):
-        return pa.string()
-    if typing.get_origin(hint) is list:
-        return pa.list_(_arrow_type(typing.get_args(hint)[0]))
-    return _ARROW_TYPES[hint]
-
-
-def _arrow_field(name: str, hint: typing.Any) -> pa.Field:
-    args = [a for a in typing.get_args(hint) if a is not type(None)]
-    nullable = isinstance(hint, types.UnionType) or typing.get_origin(hint) is typing.Union
-    base = args[0] if nullable else hint
-    return pa.field(name, _arrow_type(base), nullable=nullable)
-
-
-def _schema() -> pa.Schema:
-    hints = typing.get_type_hints(Result)
-    return pa.schema([_arrow_field(f.name, hints[f.name]) for f in dataclasses.fields(Result)])
-
-
-SCHEMA: pa.Schema = _schema()
-COLUMNS: list[str] = SCHEMA.names
+COLUMNS: list[str] = [f.name for f in dataclasses.fields(Result)]

@@ -17,9 +17,10 @@ from pathlib import Path
 
 import pyarrow as pa
 
+from jacbench.record.atomic import write_atomic
 from jacbench.record.mlflow_run import Tracking, UnsearchableJobId, log_row, logged_run
-from jacbench.record.parquet import read_one, write_atomic
-from jacbench.record.result import SCHEMA, Result
+from jacbench.record.parquet import SCHEMA, read_one
+from jacbench.record.result import Result
 
 
 class TrackingDown(Exception):

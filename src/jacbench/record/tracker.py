@@ -1,13 +1,15 @@
-"""MLflow in a helper process for a single run (issue 29).
+"""The recorders of a single run in a helper process (issue 29).
 
-Importing MLflow and opening its store take about 2-3 s of a single run's ~7 s, and in a
-thread they would only share the GIL with torch's import. A helper interpreter, started by
-``python -m jacbench`` before torch is imported, does them on the other core meanwhile. The
-run waits until the helper is ready before it measures anything, so the helper is idle (blocked
-on its pipe) during timing; the run's row is logged through it before the command returns.
-Whatever goes wrong with the helper, the run logs in process instead, as it always did.
+Importing MLflow and opening its store take about 2-3 s of a single run's ~7 s, and pyarrow
+with the pandas it imports on its first table another 0.4 s; in a thread they would only
+share the GIL with torch's import. A helper interpreter, started by ``python -m jacbench``
+before torch is imported, imports them on the other core meanwhile (MLflow's store imports
+both). The run waits until the helper is ready before it measures anything, so the helper is
+idle (blocked on its pipe) during timing; the run's parquet row is written and its MLflow run
+logged through it before the command returns. Whatever goes wrong with the helper, the run
+records in process instead, as it always did.
 
-This module imports neither torch nor MLflow: the command imports it first.
+This module imports neither torch, pyarrow nor MLflow: the command imports it first.
 """
 
 from __future__ import annotations
@@ -19,8 +21,10 @@ import os
 import signal
 import subprocess
 import sys
+from collections.abc import Callable
 from datetime import datetime
-from typing import Any
+from pathlib import Path
+from typing import Any, TypeVar
 
 # Hydra flags after which nothing is measured, and overrides that turn tracking off: no helper
 NOTHING_MEASURED = ("--help", "-h", "--hydra-help", "--cfg", "-c", "--info", "-i", "--version")
@@ -72,6 +76,8 @@ class Tracker:
         answer = json.loads(line)
         if "error" in answer:
             raise TrackingError(answer["error"])
+        if "os_error" in answer:  # the row could not be written: the caller keeps it elsewhere
+            raise OSError(*answer["os_error"])
         return answer
 
     def open(self, tracking: Any) -> None:
@@ -86,6 +92,12 @@ class Tracker:
             self._opening = False
             with contextlib.suppress(TrackingError):
                 self._receive()
+
+    def write_result(self, result: Any, folder: Path) -> Path:
+        """The run's parquet row, written by the helper (``parquet.write_result``)."""
+        self.ready()
+        self._send({"write": dataclasses.asdict(result), "folder": str(folder)})
+        return Path(self._receive()["path"])
 
     def log_row(self, result: Any, parent_run_id: str = "") -> str:
         self.ready()
@@ -123,6 +135,21 @@ def started() -> Tracker | None:
     return _STARTED
 
 
+T = TypeVar("T")
+
+
+def through_helper(remote: Callable[[Tracker], T], local: Callable[[], T]) -> T:
+    """``remote(helper)`` where this process started one, else (or once it is gone) ``local()``."""
+    helper = started()
+    if helper is not None:
+        try:
+            return remote(helper)
+        except TrackerGone as exc:
+            print(f"jacbench: {exc}; recording in process", file=sys.stderr)
+            stop()
+    return local()
+
+
 def stop() -> None:
     global _STARTED
     tracker, _STARTED = _STARTED, None
@@ -131,12 +158,17 @@ def stop() -> None:
 
 
 def _serve() -> None:
-    """The helper: MLflow imported at once, then requests until the parent closes the pipe."""
+    """The helper: MLflow (and with it pyarrow and pandas) imported at once, then requests
+    until the parent closes the pipe."""
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # the terminal's Ctrl-C is the parent's
     import mlflow.store.tracking.sqlalchemy_store  # noqa: F401  (the slow part, done now)
 
     from jacbench.record.mlflow_run import Tracking, ensure_experiment, log_row
+    from jacbench.record.parquet import write_result
     from jacbench.record.result import Result
+
+    def result(fields: dict[str, Any]) -> Result:
+        return Result(**fields | {"started_at": datetime.fromisoformat(fields["started_at"])})
 
     tracking: Tracking | None = None
     for line in sys.stdin:
@@ -146,11 +178,15 @@ def _serve() -> None:
                 tracking = Tracking(**request["open"])
                 answer: dict[str, Any] = {"ok": True}
                 ensure_experiment(tracking)
+            elif "write" in request:
+                try:
+                    path = write_result(result(request["write"]), Path(request["folder"]))
+                    answer = {"path": str(path)}
+                except OSError as exc:
+                    answer = {"os_error": [exc.errno, exc.strerror, exc.filename]}
             else:
-                fields = request["log"]
-                fields["started_at"] = datetime.fromisoformat(fields["started_at"])
                 assert tracking is not None, "log before open"
-                answer = {"run_id": log_row(Result(**fields), tracking, request["parent"])}
+                answer = {"run_id": log_row(result(request["log"]), tracking, request["parent"])}
         except Exception as exc:
             answer = {"error": f"{type(exc).__name__}: {exc}"}
         print(json.dumps(answer), flush=True)

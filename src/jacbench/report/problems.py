@@ -7,7 +7,7 @@ import json
 import pandas as pd
 
 from jacbench.core.enums import Kind, Status
-from jacbench.record.result import SCHEMA
+from jacbench.record.parquet import SCHEMA
 
 PROBLEM_KEYS = ["model", "model_options", "wrt", "n_in", "n_out", "batch", "dtype", "device"]
 DEFAULT_STRATEGY = "functional"  # PyTorch's default: torch.autograd.functional.jacobian

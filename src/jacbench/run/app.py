@@ -19,10 +19,8 @@ from jacbench.core.enums import LauncherKind
 from jacbench.core.interrupt import watched
 from jacbench.record import tracker
 from jacbench.record.mlflow_run import Tracking, log_row
-from jacbench.record.parquet import find_done_result, write_result
 from jacbench.record.result import Result
-from jacbench.record.tracker import TrackerGone, TrackingError
-from jacbench.record.unwritten import keep_unwritten
+from jacbench.record.tracker import Tracker, TrackerGone, TrackingError, through_helper
 from jacbench.report.display import make_console, print_result
 from jacbench.run.claims import claimed
 from jacbench.run.config import conf_dir, register_configs
@@ -58,8 +56,10 @@ def record(
     kept in ``fallback`` (or printed in full): returns where the row is (None: not on disk)."""
     folder = results_dir(cfg, launch_dir)
     try:
-        path: Path | None = write_result(result, folder)
+        path: Path | None = write_row(result, folder)
     except OSError as exc:
+        from jacbench.record.unwritten import keep_unwritten
+
         path = keep_unwritten(result, folder, exc, fallback)
     if cfg.mlflow.enabled:
         result = track(result, cfg, launch_dir, console, parent_run_id, path)
@@ -97,23 +97,32 @@ def track(
     result = dataclasses.replace(result, mlflow_run_id=run_id)
     if path is not None:
         with contextlib.suppress(OSError):  # the run carries the job id: sync finds it
-            write_result(result, path.parent)
+            write_row(result, path.parent)
     return result
 
 
-def log_through_helper(result: Result, tracking: Tracking, parent_run_id: str) -> str:
-    """Log the run through the helper process that ``python -m jacbench`` started (MLflow
+def write_row(result: Result, folder: Path) -> Path:
+    """Write the row through the helper process that ``python -m jacbench`` started (pyarrow
     already imported there), or in process where there is none or it is gone."""
-    helper = tracker.started()
-    if helper is not None:
-        try:
-            run_id = helper.log_row(result, parent_run_id)
-            log.info("MLflow run %s logged by the tracking helper (pid %d)", run_id, helper.pid)
-            return run_id
-        except TrackerGone as exc:
-            log.warning("%s: logging in process", exc)
-            tracker.stop()
-    return log_row(result, tracking, parent_run_id)
+
+    def in_process() -> Path:
+        from jacbench.record.parquet import write_result  # pyarrow: not in a single run's process
+
+        return write_result(result, folder)
+
+    return through_helper(lambda helper: helper.write_result(result, folder), in_process)
+
+
+def log_through_helper(result: Result, tracking: Tracking, parent_run_id: str) -> str:
+    """Log the run through the helper process (MLflow already imported there), or in process
+    where there is none or it is gone."""
+
+    def remote(helper: Tracker) -> str:
+        run_id = helper.log_row(result, parent_run_id)
+        log.info("MLflow run %s logged by the tracking helper (pid %d)", run_id, helper.pid)
+        return run_id
+
+    return through_helper(remote, lambda: log_row(result, tracking, parent_run_id))
 
 
 def untracked(result: Result, cfg: DictConfig) -> bool:
@@ -145,6 +154,8 @@ def run_in_sweep(cfg: DictConfig, sweep: SweepState, launch_dir: Path, console: 
             f"job {num}: being run by another sweep (pid {owner.get('pid', '?')} on "
             f"{owner.get('host', '?')}); waiting for it"
         )
+
+    from jacbench.record.parquet import find_done_result  # pyarrow: a sweep reads rows
 
     with claimed(folder, key, waiting, sweep.sweep_id) as waited:
         done_before = find_done_result(folder, key)

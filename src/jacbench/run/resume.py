@@ -8,13 +8,14 @@ from pathlib import Path
 from omegaconf import DictConfig
 from rich.console import Console
 
-from jacbench.record.parquet import find_done_result
 from jacbench.run.identity import config_hash
 from jacbench.run.sweep.state import SweepState, job_record, results_dir
 
 
 def recorded_result(cfg: DictConfig, launch_dir: Path) -> Path | None:
     """The file holding this job's ``ok`` or ``skipped`` row, if one is recorded."""
+    from jacbench.record.parquet import find_done_result  # pyarrow: not in a single run
+
     return find_done_result(results_dir(cfg, launch_dir), config_hash(cfg))
 
 

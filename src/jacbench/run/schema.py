@@ -104,7 +104,7 @@ def _remember(options: dict[str, type | None]) -> None:
         return
     try:
         folder.mkdir(parents=True, exist_ok=True)
-        from jacbench.record.parquet import write_atomic  # a reader never sees half a file
+        from jacbench.record.atomic import write_atomic  # a reader never sees half a file
 
         write_atomic(folder / f"{_key()}.json", json.dumps(described))
     except OSError:

@@ -10,7 +10,7 @@ from typing import Any
 from rich.panel import Panel
 from rich.text import Text
 
-from jacbench.record.parquet import write_atomic
+from jacbench.record.atomic import write_atomic
 from jacbench.run.inputs import load_analysis
 from jacbench.run.sweep.state import SweepState
 

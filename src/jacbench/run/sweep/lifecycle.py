@@ -22,7 +22,6 @@ from jacbench.report.display import make_console
 from jacbench.run.claims import release_sweep
 from jacbench.run.sweep.opening import open_sweep
 from jacbench.run.sweep.state import SweepState
-from jacbench.run.sweep.summary import summarise
 
 _OPEN: SweepState | None = None  # the sweep opened by this (launching) process
 
@@ -34,6 +33,8 @@ def close_sweep(state: SweepState, stopped_by: str = "") -> int:
     KILLED, with its claims released, when ``stopped_by`` a signal). Safe to call twice."""
     if state.finished:
         return state.exit_code
+    from jacbench.run.sweep.summary import summarise  # pyarrow, pandas: not in a single run
+
     console = make_console()
     outcome = ParentOutcome({}, failed=True, reason="the sweep's summary failed")
     if stopped_by and state.results_dir:  # its workers were stopped with it

@@ -15,7 +15,7 @@ from typing import Any
 from hydra.core.hydra_config import HydraConfig
 from omegaconf import DictConfig
 
-from jacbench.record.parquet import write_atomic
+from jacbench.record.atomic import write_atomic
 
 STATE_DIR = ".jacbench"
 UNWRITTEN = "unwritten"  # rows the results folder could not take, beside the sweep's state

@@ -14,8 +14,7 @@ from rich.text import Text
 
 from jacbench.core.enums import Status
 from jacbench.record.mlflow_run import ParentOutcome
-from jacbench.record.parquet import read_files, write_table
-from jacbench.record.result import SCHEMA
+from jacbench.record.parquet import SCHEMA, read_files, write_table
 from jacbench.report.display import summary_table
 from jacbench.run.sweep.answer import answer_experiment
 from jacbench.run.sweep.state import UNWRITTEN, SweepState
