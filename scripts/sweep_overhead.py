@@ -18,7 +18,9 @@ alternating rounds: a bare interpreter that imports torch and computes one
 ``torch.func.jacrev`` (torch imports its compiler on the first one). Target (issue 29): wall
 at most floor + measure_s + 1.0 s, with the run recorded in MLflow when the command returns.
 MLflow's own floor (import, open a sqlite store) is printed beside it: jacbench's tracking
-helper process pays it while torch imports.
+helper process pays it while torch imports. So is the floor with Python's garbage collector
+paused, as jacbench's start-up pauses it (``jacbench.core.startup_gc``): part of the single
+run's gain over the plain floor comes from that, and the figure shows how much.
 Usage: python scripts/sweep_overhead.py
 """
 
@@ -41,8 +43,10 @@ GRID = [
     "timing=quick",
 ]
 SEEDS = {16: "seed=0", 32: "seed=0,1"}  # jobs: seeds swept
+TORCH_FLOOR = "import torch; torch.func.jacrev(torch.sin)(torch.ones(3))"
 FLOORS = {
-    "torch + first torch.func call": ("import torch; torch.func.jacrev(torch.sin)(torch.ones(3))"),
+    "torch + first torch.func call": TORCH_FLOOR,
+    "the same, collector paused": f"import gc; gc.disable(); {TORCH_FLOOR}",
     "mlflow + open a sqlite store": (
         "import sys, mlflow; mlflow.MlflowClient(tracking_uri='sqlite:///' + sys.argv[1])"
         ".search_experiments(max_results=1)"
@@ -106,14 +110,15 @@ def floor(code: str) -> float:
 def single_run_against_the_floor(rounds: int = ROUNDS) -> None:
     """Single runs and the torch floor in alternating rounds (the machine is noisy): the
     target (issue 29) is wall <= floor + measure_s + 1.0 s, MLflow recording included."""
-    walls, works, floors, mlflows = [], [], [], []
+    walls, works, floors, paused, mlflows = [], [], [], [], []
     for _ in range(rounds):
         floors.append(floor(FLOORS["torch + first torch.func call"]))
         wall, work = single_run()
         walls.append(wall)
         works.append(work)
+        paused.append(floor(FLOORS["the same, collector paused"]))
         mlflows.append(floor(FLOORS["mlflow + open a sqlite store"]))
-    wall, work, base = (statistics.median(v) for v in (walls, works, floors))
+    wall, work, base, base_paused = (statistics.median(v) for v in (walls, works, floors, paused))
     target = base + work + TARGET_SINGLE_EXTRA_S
     print(
         f"single run ({rounds} alternating rounds, medians; load {os.getloadavg()[0]:.2f}): "
@@ -121,8 +126,10 @@ def single_run_against_the_floor(rounds: int = ROUNDS) -> None:
         f"(import torch + first torch.func call) {base:.2f} s [{min(floors):.2f}-"
         f"{max(floors):.2f}]; target floor + measure_s + {TARGET_SINGLE_EXTRA_S:.1f} s = "
         f"{target:.2f} s: wall / target {wall / target:.2f}, above the floor "
-        f"{wall - base - work:.2f} s. MLflow's own floor (import + open a store, done by the "
-        f"helper process beside torch's import): {statistics.median(mlflows):.2f} s"
+        f"{wall - base - work:.2f} s. The floor with the collector paused (as jacbench's "
+        f"start-up does) {base_paused:.2f} s: above it {wall - base_paused - work:.2f} s. MLflow's "
+        f"own floor (import + open a store, done by the helper process beside torch's import): "
+        f"{statistics.median(mlflows):.2f} s"
     )
 
 

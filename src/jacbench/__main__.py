@@ -1,10 +1,15 @@
-"""``python -m jacbench``: the tracking helper starts before torch is imported, and the
-command ends without tearing down the interpreter (issue 29)."""
+"""``python -m jacbench``: the tracking helper starts before torch is imported, the garbage
+collector waits until start-up is over, and the command ends without tearing down the
+interpreter (issue 29)."""
 
 import sys
 
-from jacbench.record.tracker import maybe_start
-from jacbench.run.exit import exit_now
+from jacbench.core import startup_gc
+
+startup_gc.pause()  # resumed before anything is timed (jacbench.run.runner)
+
+from jacbench.record.tracker import maybe_start  # noqa: E402
+from jacbench.run.exit import exit_now  # noqa: E402
 
 maybe_start(sys.argv[1:])  # MLflow imported in a helper process while torch imports here
 
