@@ -21,6 +21,9 @@ MLflow's own floor (import, open a sqlite store) is printed beside it: jacbench'
 helper process pays it while torch imports. So is the floor with Python's garbage collector
 paused, as jacbench's start-up pauses it (``jacbench.core.startup_gc``): part of the single
 run's gain over the plain floor comes from that, and the figure shows how much.
+A bare Hydra app (its one job does nothing) is timed as it starts in this environment and
+with jacbench's launcher plugins hidden from Hydra's plugin scan, in alternating rounds
+(issue 29: installing jacbench must not slow down other Hydra apps).
 Usage: python scripts/sweep_overhead.py
 """
 
@@ -159,7 +162,47 @@ def answers_without_torch(rounds: int = 3) -> None:
     )
 
 
+BARE_APP = """
+import os, sys
+import hydra
+hide = sys.argv.pop() == "hide"
+if hide:  # jacbench's plugins out of Hydra's scan, as if it were not installed
+    import hydra_plugins
+    paths = hydra_plugins.__path__
+    hydra_plugins.__path__ = [p for p in paths if not os.path.isdir(p + "/jacbench_launcher")]
+@hydra.main(version_base="1.3", config_path=None)
+def main(cfg):
+    from hydra.core.plugins import Plugins
+    from hydra.plugins.launcher import Launcher
+    found = [p.__module__ for p in Plugins.instance().discover(Launcher)]
+    assert any("jacbench" in m for m in found) != hide, found
+main()
+"""
+
+
+def hydra_neighbour(rounds: int = 12) -> None:
+    """A bare Hydra app's start-up with jacbench's plugins scanned and hidden (issue 29)."""
+    walls: dict[str, list[float]] = {"with jacbench's plugins": [], "hidden": []}
+    with tempfile.TemporaryDirectory() as folder:
+        for _ in range(rounds):
+            for what, times in walls.items():
+                flag = "hide" if what == "hidden" else "scan"
+                command = [sys.executable, "-c", BARE_APP, f"hydra.run.dir={folder}", flag]
+                start = time.perf_counter()
+                subprocess.run(command, cwd=folder, check=True, capture_output=True)
+                times.append(time.perf_counter() - start)
+    print(
+        f"a bare Hydra app ({rounds} alternating rounds, medians; load "
+        f"{os.getloadavg()[0]:.2f}): "
+        + ", ".join(
+            f"{what} {statistics.median(t):.3f} s [{min(t):.3f}-{max(t):.3f}]"
+            for what, t in walls.items()
+        )
+    )
+
+
 def main() -> None:
+    hydra_neighbour()
     answers_without_torch()
     single_run_against_the_floor()
     print(

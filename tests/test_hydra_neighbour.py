@@ -9,7 +9,9 @@ import subprocess
 import sys
 from pathlib import Path
 
-HEAVY = ("torch", "pandas", "pyarrow", "submitit", "mlflow", "jacbench")
+from helpers.cli import load_script
+
+HEAVY = ("torch", "pandas", "pyarrow", "submitit", "mlflow", "jacbench", "joblib", "numpy")
 APP = """
 import os
 import sys
@@ -46,3 +48,10 @@ def test_a_bare_hydra_app_imports_nothing_of_jacbench_beyond_its_plugin_modules(
     lines = dict(line.split(" ", 1) for line in proc.stdout.splitlines() if " " in line)
     assert "hydra_plugins.jacbench_launcher.waiting_slurm" in lines["PLUGINS"]  # discovered
     assert lines["HEAVY"].strip() == "", f"imported at Hydra start-up: {lines['HEAVY']}"
+
+
+def test_the_benchmark_compares_against_an_app_that_does_not_see_jacbench(capsys):
+    """sweep_overhead's bare app fails unless its hidden variant really misses jacbench's
+    plugins and its other variant finds them."""
+    load_script("sweep_overhead").hydra_neighbour(rounds=1)
+    assert "with jacbench's plugins" in capsys.readouterr().out

@@ -12,10 +12,8 @@ from typing import Any
 from hydra.core.config_store import ConfigStore
 from hydra.core.plugins import Plugins
 from hydra.core.utils import JobReturn
-from hydra_plugins.hydra_joblib_launcher import _core
 from hydra_plugins.hydra_joblib_launcher.config import JobLibLauncherConf
 from hydra_plugins.hydra_joblib_launcher.joblib_launcher import JoblibLauncher
-from joblib import effective_n_jobs
 
 from hydra_plugins.jacbench_launcher.recorded import completed, recorded_jobs
 
@@ -31,6 +29,9 @@ class ResumingJoblibLauncher(JoblibLauncher):
         if len(done) == len(job_overrides):
             return [completed(o) for o in job_overrides]
         todo = len(job_overrides) - len(done)
+        from hydra_plugins.hydra_joblib_launcher import _core  # joblib: not at Hydra's plugin scan
+        from joblib import effective_n_jobs
+
         parallel = _core.Parallel
 
         class TodoOnly(parallel):  # type: ignore[misc, valid-type]
