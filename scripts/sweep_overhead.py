@@ -21,7 +21,7 @@ alternating rounds: a bare interpreter that imports torch and computes one
 at most floor + measure_s + 1.0 s, with the run recorded in MLflow when the command returns.
 MLflow's own floor (import, open a sqlite store) is printed beside it: jacbench's tracking
 helper process pays it while torch imports. So is the floor with Python's garbage collector
-paused, as jacbench's start-up pauses it (``jacbench.core.startup_gc``): part of the single
+paused, as jacbench's start-up pauses it (``jacbench.core.gc_pause``): part of the single
 run's gain over the plain floor comes from that, and the figure shows how much.
 A bare Hydra app (its one job does nothing) is timed as it starts in this environment and
 with jacbench's launcher plugins hidden from Hydra's plugin scan, in alternating rounds

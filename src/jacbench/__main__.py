@@ -4,9 +4,9 @@ interpreter (issue 29)."""
 
 import sys
 
-from jacbench.core import startup_gc
+from jacbench.core import gc_pause
 
-startup_gc.pause()  # resumed before anything is timed (jacbench.run.runner)
+gc_pause.pause()  # resumed before anything is timed (jacbench.run.runner)
 
 from jacbench.record.tracker import maybe_start  # noqa: E402
 from jacbench.run.exit import exit_now  # noqa: E402

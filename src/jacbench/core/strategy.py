@@ -18,6 +18,7 @@ import torch
 
 from jacbench.core.enums import Kind, Mode
 from jacbench.core.errors import ConfigError, StrategySkip
+from jacbench.core.gc_pause import first_call_paused
 from jacbench.core.prepared import Declared, JacobianFn, Prepared, PrepInfo
 
 if TYPE_CHECKING:
@@ -99,8 +100,10 @@ class StrategySpec:
         forward = self.mode is Mode.FORWARD
         fn = serialised(declared.jac) if forward else declared.jac
         both = declared.value_and_jac
+        if both is not None:
+            both = first_call_paused(serialised(both) if forward else both)
         return Prepared(
-            fn=fn,
+            fn=first_call_paused(fn),  # torch imports its compiler there, strategies build
             strategy=self.name,
             shape=tuple(problem.x.shape),
             dtype=problem.dtype,
@@ -109,7 +112,7 @@ class StrategySpec:
             mode=declared.mode or self.mode,
             tiers=declared.tiers,
             value_fn=problem.f if problem.batch == 1 else problem.f_many,
-            both_fn=serialised(both) if forward and both is not None else both,
+            both_fn=both,
         )
 
 

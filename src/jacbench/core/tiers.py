@@ -19,6 +19,7 @@ from dataclasses import dataclass
 import torch
 
 from jacbench.core.errors import StrategySkip
+from jacbench.core.gc_pause import paused
 from jacbench.core.prepared import Prepared
 
 
@@ -70,7 +71,8 @@ class Tiered:
                 return
             stage = self.stages[0]
             try:
-                self.current, self.tier = stage.build(), stage.tier
+                with paused():  # tracing and compiling make many thousands of objects
+                    self.current, self.tier = stage.build(), stage.tier
             except StrategySkip as exc:  # e.g. no compiler here: stay, and say why
                 self.stages, self.why = [], f"{stage.tier}: {exc}"
                 return

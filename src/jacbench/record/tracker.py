@@ -161,16 +161,16 @@ def _serve() -> None:
     """The helper: MLflow (and with it pyarrow and pandas) imported at once, then requests
     until the parent closes the pipe."""
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # the terminal's Ctrl-C is the parent's
-    from jacbench.core import startup_gc
+    from jacbench.core import gc_pause
 
-    startup_gc.pause()
+    gc_pause.pause()
     import mlflow.store.tracking.sqlalchemy_store  # noqa: F401  (the slow part, done now)
 
     from jacbench.record.mlflow_run import Tracking, ensure_experiment, log_row
     from jacbench.record.parquet import write_result
     from jacbench.record.result import Result
 
-    startup_gc.resume()  # MLflow's objects frozen: its first run is logged without walking them
+    gc_pause.resume()  # MLflow's objects frozen: its first run is logged without walking them
 
     def result(fields: dict[str, Any]) -> Result:
         return Result(**fields | {"started_at": datetime.fromisoformat(fields["started_at"])})

@@ -22,7 +22,7 @@ from typing import Any
 import torch
 from omegaconf import DictConfig
 
-from jacbench.core import startup_gc
+from jacbench.core import gc_pause
 from jacbench.core.errors import ConfigError, StrategySkip
 from jacbench.core.interrupt import check as check_interrupt
 from jacbench.core.interrupt import raise_if_interrupt
@@ -224,7 +224,7 @@ def run_job(
         except Exception as exc:
             raise_if_interrupt(exc)  # a Ctrl-C that a library turned into an error is not one
             records.append(Outcome(*classify(exc)))
-    startup_gc.resume()  # a job that stopped before timing: the next job of a sweep collects
+    gc_pause.resume()  # a job that stopped before timing: the next job of a sweep collects
     return combine(known, records)
 
 
@@ -325,7 +325,7 @@ def _time_and_memory(
     started: float,
     before_timing: Callable[[], None],
 ) -> None:
-    startup_gc.resume()
+    gc_pause.resume()
     before_timing()
     records.append(time_steady_state(prep, problem.x, job.timing))
     if job.timing.memory:
