@@ -12,6 +12,7 @@ from dataclasses import dataclass
 import torch
 
 from jacbench.core.fold import Captured, fold, traced
+from jacbench.core.hoist import hoist
 from jacbench.core.problem import Problem
 from jacbench.core.strategy import Kind, Mode, StrategySkip, strategy
 from jacbench.strategies.func import per_point
@@ -115,7 +116,8 @@ def compile_graph(graph: torch.fx.GraphModule, x: torch.Tensor, mode: str = "def
 def retraced(problem: Problem, fn: Callable, compile: bool, mode: str = "default") -> Callable:
     """``fn`` (a transform of the problem's f) traced once into an aten graph
     (``jacbench.core.fold``: f checked with fake tensors first, so a graph that depends on
-    values is refused), its broadcast products folded, compiled by inductor where
+    values is refused), its broadcast products folded, what it builds from shapes alone
+    computed once (``jacbench.core.hoist``), compiled by inductor where
     ``compile``; traced again when a constant it holds was replaced (``Captured``)."""
 
     def build() -> Callable:
@@ -129,6 +131,7 @@ def retraced(problem: Problem, fn: Callable, compile: bool, mode: str = "default
                 f"cannot trace f into one graph: {type(exc).__name__}: {reason}"
             ) from exc
         fold(graph)
+        hoist(graph)  # the tangent basis and its slices: built once, not at every call
         return compile_graph(graph, problem.x, mode) if compile else graph
 
     current = [build(), Captured(problem.module)]
