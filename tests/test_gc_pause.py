@@ -8,12 +8,14 @@ import gc
 
 import pytest
 import torch
+from omegaconf import OmegaConf
 
 import jacbench
 from helpers.cli import compose_job
 from jacbench.core import gc_pause
 from jacbench.core.registry import load_registry
 from jacbench.run.runner import execute
+from jacbench.run.sweep import lifecycle
 
 
 @pytest.fixture
@@ -73,4 +75,11 @@ def test_a_pause_inside_a_pause_leaves_the_collector_to_the_outer_one():
         with gc_pause.paused():
             pass
         assert not gc.isenabled()
+    assert gc.isenabled()
+
+
+def test_a_sweep_collects_once_it_is_open(paused, monkeypatch):
+    """Under joblib or SLURM the sweep's own process runs no job (the runner would resume)."""
+    monkeypatch.setattr(lifecycle, "open_sweep", lambda config: None)
+    lifecycle.SweepCallback().on_multirun_start(OmegaConf.create({}))
     assert gc.isenabled()

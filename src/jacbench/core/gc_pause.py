@@ -7,7 +7,8 @@ again at each full collection it triggers meanwhile. Paused, ``python -m jacbenc
 on seed004 took 1.8 -> 1.5 CPU-s here.
 
 Two uses: ``pause``/``resume`` around the command's start-up (resumed, with what start-up
-made frozen as the gc docs advise for long-lived state, before anything is timed), and
+made frozen as the gc docs advise for long-lived state, before anything is timed and once a
+sweep is open), and
 ``paused``/``first_call_paused`` around a preparation's first call and its later builds in a
 library caller's process (the collector is given back as it was found).
 """

@@ -17,6 +17,7 @@ from typing import Any
 from hydra.experimental.callback import Callback
 from omegaconf import DictConfig
 
+from jacbench.core import gc_pause
 from jacbench.record.mlflow_run import ParentOutcome, Tracking, finish_parent_run, ui_hint
 from jacbench.report.display import make_console
 from jacbench.run.claims import release_sweep
@@ -88,6 +89,7 @@ class SweepCallback(Callback):
     def on_multirun_start(self, config: DictConfig, **kwargs: Any) -> None:
         global _OPEN
         _OPEN = open_sweep(config)
+        gc_pause.resume()  # the sweep's own process may never run a job (joblib, SLURM)
 
     def on_multirun_end(self, config: DictConfig, **kwargs: Any) -> None:
         if _OPEN is not None:  # closed here; jacbench's main then reads its exit code
