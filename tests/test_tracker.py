@@ -101,3 +101,20 @@ def test_the_helper_writes_the_row_the_run_would_write(tmp_path):
     assert repr(by_helper) == repr(in_process)  # every value and type, nulls included
     assert by_helper["started_at"].to_pydatetime() == result.started_at
     assert [f.name for f in dataclasses.fields(result)] == list(by_helper)
+
+
+def test_a_row_the_helper_fails_to_write_is_written_in_process(tmp_path, monkeypatch):
+    helper = tracker.Tracker()
+
+    def refuse(result, folder):
+        raise tracker.TrackingError("ArrowInvalid: a value it could not convert")
+
+    monkeypatch.setattr(helper, "write_result", refuse)
+    monkeypatch.setattr(tracker, "_STARTED", helper)
+    try:
+        path = app.write_row(make_result(job_id="b" * 16), tmp_path)
+        assert tracker.started() is helper  # still there for the MLflow run
+    finally:
+        helper.close()
+    assert path.parent == tmp_path
+    assert read_results(tmp_path)["job_id"].tolist() == ["b" * 16]

@@ -103,14 +103,22 @@ def track(
 
 def write_row(result: Result, folder: Path) -> Path:
     """Write the row through the helper process that ``python -m jacbench`` started (pyarrow
-    already imported there), or in process where there is none or it is gone."""
+    already imported there), or in process where there is none, it is gone, or it failed
+    otherwise than the disk (an OSError is the caller's to keep the row elsewhere)."""
 
     def in_process() -> Path:
         from jacbench.record.parquet import write_result  # pyarrow: not in a single run's process
 
         return write_result(result, folder)
 
-    return through_helper(lambda helper: helper.write_result(result, folder), in_process)
+    def remote(helper: Tracker) -> Path:
+        try:
+            return helper.write_result(result, folder)
+        except TrackingError as exc:
+            log.warning("the tracking helper could not write the row (%s): writing it here", exc)
+            return in_process()
+
+    return through_helper(remote, in_process)
 
 
 def log_through_helper(result: Result, tracking: Tracking, parent_run_id: str) -> str:
