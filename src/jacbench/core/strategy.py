@@ -98,12 +98,15 @@ class StrategySpec:
             built = self.setup(problem, opts)
         declared = built if isinstance(built, Declared) else Declared(built)
         forward = self.mode is Mode.FORWARD
-        fn = serialised(declared.jac) if forward else declared.jac
+
+        def callable_as_prepared(call: Callable) -> Callable:
+            """Forward mode one thread at a time; the first call (torch imports its compiler
+            there, strategies build) with the collector paused."""
+            return first_call_paused(serialised(call) if forward else call)
+
         both = declared.value_and_jac
-        if both is not None:
-            both = first_call_paused(serialised(both) if forward else both)
         return Prepared(
-            fn=first_call_paused(fn),  # torch imports its compiler there, strategies build
+            fn=callable_as_prepared(declared.jac),
             strategy=self.name,
             shape=tuple(problem.x.shape),
             dtype=problem.dtype,
@@ -112,7 +115,7 @@ class StrategySpec:
             mode=declared.mode or self.mode,
             tiers=declared.tiers,
             value_fn=problem.f if problem.batch == 1 else problem.f_many,
-            both_fn=both,
+            both_fn=None if both is None else callable_as_prepared(both),
         )
 
 

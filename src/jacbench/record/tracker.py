@@ -17,6 +17,7 @@ from __future__ import annotations
 import contextlib
 import dataclasses
 import json
+import logging
 import os
 import signal
 import subprocess
@@ -145,7 +146,7 @@ def through_helper(remote: Callable[[Tracker], T], local: Callable[[], T]) -> T:
         try:
             return remote(helper)
         except TrackerGone as exc:
-            print(f"jacbench: {exc}; recording in process", file=sys.stderr)
+            logging.getLogger("jacbench").warning("%s: recording in process", exc)
             stop()
     return local()
 
