@@ -8,10 +8,11 @@ from __future__ import annotations
 import pytest
 import torch
 import yaml
+from torch.fx.passes.shape_prop import ShapeProp
 
 from helpers.contract import jacobian_at
 from jacbench.core.errors import StrategySkip
-from jacbench.core.fold import _broadcast, fold, traced
+from jacbench.core.fold import NARROW, _broadcast, fold, traced, transpose_narrow
 from jacbench.core.problem import build_problem
 from jacbench.core.registry import load_registry
 from jacbench.core.tiers import Stage, Tiered
@@ -45,6 +46,41 @@ def test_the_pass_folds_seed004s_broadcast_products_into_plain_ones():
     value, jac = graph(problem.x)
     assert torch.equal(value, problem.f(problem.x))
     torch.testing.assert_close(jac, torch.func.jacfwd(problem.f)(problem.x), rtol=0, atol=1e-14)
+
+
+def product_shapes(gm, x: torch.Tensor) -> list[tuple[int, int]]:
+    """The (rows, columns) of each matrix product of the graph, run at x."""
+    ShapeProp(gm).propagate(x)
+    return [
+        tuple(node.meta["tensor_meta"].shape)
+        for node in gm.graph.nodes
+        if node.target is torch.ops.aten.mm.default
+    ]
+
+
+def narrow(shapes: list[tuple[int, int]]) -> list[tuple[int, int]]:
+    return [(rows, columns) for rows, columns in shapes if columns <= NARROW < rows]
+
+
+def test_seed004s_narrow_output_layer_product_is_computed_transposed_with_the_same_result():
+    problem = problem_of("seed004_lm")
+    graph = traced(_value_and_jacobian(problem), problem.f, problem.x)
+    fold(graph)
+    value, jac = graph(problem.x)
+    assert transpose_narrow(graph, problem.x) == 1
+    shapes = product_shapes(graph, problem.x)
+    assert narrow(shapes) == [] and (4, 12096) in shapes  # was (12096, 10) x (10, 4)
+    again_value, again_jac = graph(problem.x)
+    assert torch.equal(again_value, value)
+    torch.testing.assert_close(again_jac, jac, rtol=0, atol=1e-15)
+
+
+def test_small_or_broadcast_narrow_products_are_left_as_they_are():
+    problem = problem_of("seed004_lm", n_samples=4)  # (336, 10) x (10, 4): too small to pay
+    graph = traced(_value_and_jacobian(problem), problem.f, problem.x)
+    fold(graph)
+    assert transpose_narrow(graph, problem.x) == 0
+    assert narrow(product_shapes(graph, problem.x)) == [(336, 4)]
 
 
 @pytest.mark.parametrize("model", ZOO)
