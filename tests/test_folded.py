@@ -195,6 +195,10 @@ def test_a_replaced_parameter_or_rebound_closure_is_traced_again_not_used_stale(
     torch.testing.assert_close(prep(x), torch.func.jacfwd(net)(x))
     net[0].weight = torch.nn.Parameter(torch.randn(8, 3, dtype=torch.float64))  # replaced
     torch.testing.assert_close(prep(x), torch.func.jacfwd(net)(x))
+    net[2] = torch.nn.Linear(8, 20).double()  # a submodule replaced
+    torch.testing.assert_close(prep(x), torch.func.jacfwd(net)(x))
+    net[1].register_buffer("unused", torch.zeros(1))  # a buffer added: traced again, still exact
+    torch.testing.assert_close(prep(x), torch.func.jacfwd(net)(x))
 
     scale = torch.tensor(2.0, dtype=torch.float64)
 

@@ -49,8 +49,16 @@ class Captured:
         self.held = self._now()
 
     def _now(self) -> list[object]:
-        held: list[object] = [t for _, t in self.module.named_parameters()]
-        held += [t for _, t in self.module.named_buffers()]
+        """What is held now, read off the modules' own dicts: ``named_parameters`` builds
+        every name and took 31 us of seed004's 450 us call."""
+        held: list[object] = []
+        modules = [self.module]
+        while modules:
+            module = modules.pop()
+            held += module._parameters.values()
+            held += module._buffers.values()
+            held += module._modules.values()  # a replaced submodule
+            modules += [m for m in module._modules.values() if m is not None]
         for cell in getattr(getattr(self.module, "fn", None), "__closure__", None) or ():
             try:
                 held.append(cell.cell_contents)
