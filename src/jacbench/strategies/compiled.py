@@ -136,7 +136,7 @@ def retraced(problem: Problem, fn: Callable, compile: bool, mode: str = "default
         if not compile:  # inductor fuses the basis into its kernels: hoisted, 0.99-1.08x there
             hoist(graph)  # eager: the tangent basis and its slices built once (0.84x a call)
             return graph
-        transpose_narrow(graph, problem.x)  # for the compiler only: 1.2x eagerly
+        transpose_narrow(graph, problem.x)  # for the compiler: 0.98-1.02x eagerly
         return compile_graph(graph, problem.x, mode)
 
     current = [build(), Captured(problem.module)]
