@@ -26,6 +26,7 @@ from jacbench.timing.rule import (
     MIN_BLOCKS,
     Order,
     compare_times,
+    contention,
     interval_of,
     median_interval,
 )
@@ -181,6 +182,29 @@ def test_a_plain_sweep_names_a_winner_2x_apart_despite_a_large_iqr():
     rows = frame(timed_row("jacrev", 2.51, 0.48), timed_row("jacfwd", 5.48, 0.48))
     ((title, group),) = problems(rows)
     assert recommend(title, group).sentence().startswith(f"{title}: use **jacrev**")
+
+
+def test_a_runner_up_that_waited_for_its_core_leaves_the_winner_unsettled():
+    """Contention only adds time: a contended runner-up may have lost to the machine, a
+    contended winner won all the same."""
+
+    def sentence(best_share: float, runner_share: float, device: str = "cpu") -> str:
+        rows = frame(
+            timed_row("jacrev", 1.0, 0.05, cpu_wall_ratio=best_share, device=device),
+            timed_row("jacfwd", 2.0, 0.05, cpu_wall_ratio=runner_share, device=device),
+        )
+        ((title, group),) = problems(rows)
+        return recommend(title, group).sentence()
+
+    assert "use **jacrev**" in sentence(1.0, 1.0)
+    assert "use **jacrev**" in sentence(0.6, 1.0)
+    waited = sentence(1.0, 0.6)
+    assert "no settled winner between jacrev and jacfwd" in waited and "use **" not in waited
+    assert "jacfwd waited for its core while timed (CPU/wall per thread 0.60" in waited
+    assert "jacrev is faster" in waited  # the rule's verdict is still shown, with both times
+    assert contention({"cpu_wall_ratio": 1.2, "threads": 2, "device": "cpu"}) == 0.6
+    assert contention({"cpu_wall_ratio": 0.6, "threads": 1, "device": "cuda:0"}) is None
+    assert "use **jacrev**" in sentence(1.0, 0.6, device="cuda:0")  # it waits for the GPU
 
 
 def test_the_parent_headline_quotes_no_ratio_against_an_unsettled_default():

@@ -13,7 +13,7 @@ from jacbench.record.parquet import read_results
 from jacbench.report.problems import PROBLEM_KEYS, normalise
 from jacbench.report.render import markdown_table
 from jacbench.report.screen import screen
-from jacbench.timing.rule import Basis, compare_intervals, interval_of
+from jacbench.timing.rule import CONTENDED, Basis, compare_intervals, contention, interval_of
 
 MATCH_KEYS = [*PROBLEM_KEYS, "label"]
 
@@ -45,10 +45,6 @@ def match(before: pd.DataFrame, after: pd.DataFrame) -> pd.DataFrame:
 # ~15% between runs even in CPU time (caches, frequency), which is not a change of the code.
 THRESHOLD = 1.25
 NO_INTERVAL = "no interval"
-# A side timed while its process waited for the core (CPU/wall per thread below this): CPU
-# time per call then rises too (cold caches after every switch, measured 1.2-1.5x on two
-# cores beside a CPU-bound process), so a difference is not laid at the code's door.
-CONTENDED = 0.85
 
 
 def _basis(pair: pd.Series) -> Basis:
@@ -68,11 +64,6 @@ def _side(pair: pd.Series, side: str) -> dict[str, object]:
     return {k[: -len(suffix)]: v for k, v in pair.items() if str(k).endswith(suffix)}
 
 
-def _contended(row: dict[str, object]) -> bool:
-    cpu, threads = row.get("cpu_wall_ratio"), row.get("threads")
-    return _has(cpu) and _has(threads) and float(cpu) / max(int(threads), 1) < CONTENDED
-
-
 def judge(pair: pd.Series) -> tuple[str, float | None, str, str, str]:
     """Flag, ratio (after / before), basis and both times' texts of one matched pair."""
     basis = _basis(pair)
@@ -84,7 +75,7 @@ def judge(pair: pd.Series) -> tuple[str, float | None, str, str, str]:
     ratio = after.median / before.median
     verdict = compare_intervals(after, before)
     if verdict.decided and max(ratio, 1 / ratio) > THRESHOLD:
-        waited = [side for side, row in sides.items() if _contended(row)]
+        waited = [side for side, row in sides.items() if contention(row) is not None]
         if waited:
             return f"unsure (contended {' and '.join(waited)})", ratio, basis.name.lower(), *texts
         return ("slower" if ratio > 1 else "faster"), ratio, basis.name.lower(), *texts

@@ -16,6 +16,10 @@ from enum import Enum
 
 MIN_BLOCKS = 6  # timed blocks per job: with 6, [min, max] is a 97% interval of the median
 CONFIDENCE = 0.95  # at least this coverage for the interval of the median
+# A job timed while its process waited for its core (CPU/wall per thread below this): its
+# time rises with the machine's load (CPU time too, cold caches after every switch: measured
+# 1.2-1.5x on two cores beside a CPU-bound process), so a difference is not its code's alone.
+CONTENDED = 0.85
 
 
 def _binom_cdf(k: int, n: int) -> float:
@@ -156,8 +160,30 @@ def settled_ratio(a: Mapping[str, object], b: Mapping[str, object]) -> float | N
     return float(a["time_median_s"]) / float(b["time_median_s"])  # type: ignore[arg-type]
 
 
+def contention(row: Mapping[str, object]) -> float | None:
+    """The row's CPU/wall per thread where its process waited for its core while timed
+    (below ``CONTENDED``); None where it did not, or the row does not say. Only on a CPU
+    device: on a GPU the process also waits for the device, so CPU/wall tells nothing there."""
+    share, threads = _number(row.get("cpu_wall_ratio")), _number(row.get("threads"))
+    if share is None or threads is None or str(row.get("device")) != "cpu":
+        return None
+    share /= max(threads, 1.0)
+    return share if share < CONTENDED else None
+
+
 def unsettled(best: Mapping[str, object], runner: Mapping[str, object]) -> str:
-    """Why ``best`` (the lower median) is not shown to beat ``runner`` by the rule: the tie or
-    the missing interval, with both figures; "" when the rule says it is faster."""
+    """Why ``best`` (the lower median) is not shown to beat ``runner``: the rule's tie or
+    missing interval, or ``runner`` timed while its process waited for its core (its loss may
+    be the machine's; a contended winner won all the same), with both figures; "" when
+    ``best`` is faster."""
     verdict = compare_times(best, runner)
-    return "" if verdict.order == Order.FASTER else verdict.text
+    if verdict.order != Order.FASTER:
+        return verdict.text
+    share = contention(runner)
+    if share is None:
+        return ""
+    name = str(runner.get("label") or runner.get("strategy") or "?")
+    return (
+        f"{name} waited for its core while timed (CPU/wall per thread {share:.2f}, below "
+        f"{CONTENDED}), so its time is not its code's alone: {verdict.text}"
+    )
