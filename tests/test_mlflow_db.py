@@ -11,7 +11,7 @@ import pytest
 from mlflow.tracking import MlflowClient
 
 from jacbench.record.mlflow_db import cache_dir, create_atomically, empty_template
-from jacbench.record.mlflow_run import Tracking, ensure_experiment
+from jacbench.record.mlflow_run import MLFLOW_DEFAULTS, Tracking, ensure_experiment
 
 
 class Messages(logging.Handler):
@@ -64,3 +64,20 @@ def test_without_a_usable_cache_mlflow_builds_the_database_in_place(tmp_path: Pa
     assert revision(db) and [p.name for p in db.parent.iterdir()] == ["mlflow.db"]
     with pytest.raises(OSError):
         empty_template()
+
+
+def test_mlflow_reads_jacbenchs_request_defaults_and_a_users_own_setting_is_kept(
+    tmp_path: Path, monkeypatch
+):
+    """MLflow's own defaults back off for minutes against an unreachable server (7 retries,
+    120 s timeout); jacbench's are put in place before its first client where the user set
+    none, and they are the names MLflow reads."""
+    from mlflow import environment_variables as mlflow_env
+
+    for name in MLFLOW_DEFAULTS:
+        monkeypatch.delenv(name, raising=False)
+    monkeypatch.setenv("MLFLOW_HTTP_REQUEST_TIMEOUT", "7")  # the user's own
+    ensure_experiment(Tracking.resolve(tmp_path, None, "defaults"))
+    assert mlflow_env.MLFLOW_HTTP_REQUEST_MAX_RETRIES.get() == 2
+    assert mlflow_env.MLFLOW_HTTP_REQUEST_TIMEOUT.get() == 7
+    assert mlflow_env.MLFLOW_SUPPRESS_PRINTING_URL_TO_STDOUT.get() is True
