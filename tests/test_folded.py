@@ -208,3 +208,19 @@ def test_a_replaced_parameter_or_rebound_closure_is_traced_again_not_used_stale(
     prep = jacbench.prepare(f, x, "jacfwd_folded", compile=compile)
     scale = torch.tensor(-3.0, dtype=torch.float64)  # the closure's variable, rebound
     torch.testing.assert_close(prep(x), torch.func.jacfwd(f)(x))
+
+    global SHIFT
+    prep = jacbench.prepare(shifted, x, "jacfwd_folded", compile=compile)
+    SHIFT = torch.tensor([1.0, 2.0, 3.0], dtype=torch.float64)  # a global, rebound
+    try:
+        torch.testing.assert_close(prep(x), torch.func.jacfwd(shifted)(x))
+    finally:
+        SHIFT = torch.ones(3, dtype=torch.float64)
+
+
+SHIFT = torch.ones(3, dtype=torch.float64)
+
+
+def shifted(v: torch.Tensor) -> torch.Tensor:
+    """A function of a global tensor (rebound by the test above)."""
+    return torch.sin(v * SHIFT)

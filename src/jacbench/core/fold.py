@@ -37,15 +37,17 @@ def traced(fn: Callable, f: Callable, x: torch.Tensor) -> fx.GraphModule:
 
 
 class Captured:
-    """What a traced graph holds as constants, by identity: the module's parameters and
-    buffers and, for a plain function, what its closure holds. torch.compile(jacfwd(f))
-    guards on these and recompiles; a traced graph would go on with the old tensors, silently
-    wrong after ``module.weight = nn.Parameter(...)`` or a rebound closure variable, so the
-    graph is traced again when ``changed()`` (in-place updates, as optimisers make, are seen
-    by the graph itself)."""
+    """What a traced graph holds as constants, by identity: the module's parameters, buffers
+    and submodules and, for a plain function, what its closure holds and the globals its code
+    names. torch.compile(jacfwd(f)) guards on these and recompiles; a traced graph would go on
+    with the old values, silently wrong after ``module.weight = nn.Parameter(...)`` or a
+    rebound variable, so the graph is traced again when ``changed()`` (in-place updates, as
+    optimisers make, are seen by the graph itself). Globals of functions that f calls are not
+    followed (dynamo's guards would see them)."""
 
     def __init__(self, module: torch.nn.Module) -> None:
         self.module = module
+        self.fn = getattr(module, "fn", None)  # a plain function's wrapper holds it
         self.held = self._now()
 
     def _now(self) -> list[object]:
@@ -59,11 +61,14 @@ class Captured:
             held += module._buffers.values()
             held += module._modules.values()  # a replaced submodule
             modules += [m for m in module._modules.values() if m is not None]
-        for cell in getattr(getattr(self.module, "fn", None), "__closure__", None) or ():
+        for cell in getattr(self.fn, "__closure__", None) or ():
             try:
                 held.append(cell.cell_contents)
             except ValueError:  # an empty cell
                 held.append(None)
+        code, namespace = getattr(self.fn, "__code__", None), getattr(self.fn, "__globals__", {})
+        if code is not None:
+            held += [namespace.get(name) for name in code.co_names]
         return held
 
     def changed(self) -> bool:
