@@ -8,6 +8,7 @@ from __future__ import annotations
 import pytest
 import torch
 import yaml
+from torch.fx.experimental.proxy_tensor import make_fx
 from torch.fx.passes.shape_prop import ShapeProp
 
 from helpers.contract import jacobian_at
@@ -81,6 +82,19 @@ def test_small_or_broadcast_narrow_products_are_left_as_they_are():
     fold(graph)
     assert transpose_narrow(graph, problem.x) == 0
     assert narrow(product_shapes(graph, problem.x)) == [(336, 4)]
+
+
+@torch.library.custom_op("jacbench_test::opaque_double", mutates_args=())
+def opaque_double(t: torch.Tensor) -> torch.Tensor:
+    """An op with no fake kernel: no shapes can be propagated through it."""
+    return t * 2
+
+
+def test_a_graph_whose_shapes_cannot_be_propagated_is_left_as_it_is():
+    a, b = torch.randn(5000, 3, dtype=torch.float64), torch.randn(3, 2, dtype=torch.float64)
+    graph = make_fx(lambda t: opaque_double(t) @ b)(a)
+    assert transpose_narrow(graph, a) == 0  # a (5000, 3) x (3, 2) product, left alone
+    torch.testing.assert_close(graph(a), 2 * a @ b)
 
 
 @pytest.mark.parametrize("model", ZOO)
