@@ -5,6 +5,8 @@ first, compiled once the calls paid for it) give the same Jacobians in each tier
 
 from __future__ import annotations
 
+import warnings
+
 import pytest
 import torch
 import yaml
@@ -18,6 +20,7 @@ from jacbench.core.problem import build_problem
 from jacbench.core.registry import load_registry
 from jacbench.core.tiers import Stage, Tiered
 from jacbench.run.config import conf_dir
+from jacbench.strategies.compiled import RETRACE_WARNING
 from jacbench.strategies.folded import _value_and_jacobian
 
 REGISTRY = load_registry()
@@ -230,6 +233,25 @@ def test_a_replaced_parameter_or_rebound_closure_is_traced_again_not_used_stale(
         torch.testing.assert_close(prep(x), torch.func.jacfwd(shifted)(x))
     finally:
         SHIFT = torch.ones(3, dtype=torch.float64)
+
+
+def test_a_constant_replaced_at_every_call_is_said_once():
+    import jacbench
+
+    x = torch.randn(3, dtype=torch.float64)
+    scale = torch.tensor(1.0, dtype=torch.float64)
+
+    def f(v):
+        return torch.sin(v) * scale
+
+    prep = jacbench.prepare(f, x, "jacfwd_folded", compile=False)
+    with warnings.catch_warnings(record=True) as seen:
+        warnings.simplefilter("always")
+        for step in range(2 * RETRACE_WARNING):
+            scale = torch.tensor(float(step), dtype=torch.float64)  # a new tensor each time
+            torch.testing.assert_close(prep(x), torch.func.jacfwd(f)(x))
+    said = [w for w in seen if "traced again" in str(w.message)]
+    assert len(said) == 1 and "update it in place, or make it an input of f" in str(said[0].message)
 
 
 SHIFT = torch.ones(3, dtype=torch.float64)

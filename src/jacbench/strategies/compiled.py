@@ -21,6 +21,9 @@ COMPILE_MODES = ("default", "reduce-overhead", "max-autotune")
 # jacfwd/jacrev wrappers share their code objects across problems: with the default cache
 # limit (8) a sweep would silently fall back to eager after a few problems.
 CACHE_LIMIT = 256
+# A traced graph rebuilt this often is rebuilt at (nearly) every call: said once, as dynamo
+# says so at its own default cache limit (8) before it falls back to eager code.
+RETRACE_WARNING = 8
 
 
 @dataclass
@@ -140,10 +143,21 @@ def retraced(problem: Problem, fn: Callable, compile: bool, mode: str = "default
         return compile_graph(graph, problem.x, mode)
 
     current = [build(), Captured(problem.module)]
+    rebuilt = [0]
 
     def call(x: torch.Tensor):
         if current[1].changed():  # a constant of the graph was replaced: trace again
             current[:] = [build(), Captured(problem.module)]
+            rebuilt[0] += 1
+            if rebuilt[0] == RETRACE_WARNING:
+                warnings.warn(
+                    f"the Jacobian's graph was traced again {RETRACE_WARNING} times (compiled "
+                    "again each time where compiled): a parameter, buffer, closure variable or "
+                    "global that f uses keeps being replaced; update it in place, or make it "
+                    "an input of f",
+                    RuntimeWarning,
+                    stacklevel=2,
+                )
         return current[0](x)
 
     return call
