@@ -9,10 +9,10 @@ from pathlib import Path
 import pytest
 import torch
 
+from jacbench import StrategySkip
 from jacbench.core.problem import build_problem
 from jacbench.core.reference import reference_jacobian
 from jacbench.core.registry import load_registry
-from jacbench.core.strategy import StrategySkip
 from jacbench.record.parquet import read_results
 
 MLP = {"_target_": "jacbench.models.mlp.MLP", "n_in": 5, "hidden": 7, "n_out": 3}

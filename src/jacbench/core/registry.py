@@ -87,7 +87,7 @@ def build_registry(eps: list[EntryPoint]) -> Registry:
         if not isinstance(spec, StrategySpec):
             registry.broken[name] = (
                 f"strategy {name!r} from package {package!r} points to {ep.value}, which is "
-                "not a strategy (decorate it with @jacbench.core.strategy.strategy)"
+                "not a strategy (decorate it with @jacbench.strategy)"
             )
             continue
         registry.strategies[name] = dataclasses.replace(spec, name=name)

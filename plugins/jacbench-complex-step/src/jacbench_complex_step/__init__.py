@@ -7,8 +7,7 @@ from dataclasses import dataclass
 
 import torch
 
-from jacbench.core.problem import Problem
-from jacbench.core.strategy import Kind, Mode, StrategySkip, strategy
+from jacbench import Kind, Mode, Problem, StrategySkip, strategy
 
 COMPLEX_OF = {
     torch.float32: torch.complex64,
