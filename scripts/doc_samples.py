@@ -6,7 +6,7 @@ Each sample is a fenced ``text`` block between ``<!-- sample: NAME -->`` and
 in place of the block. tests/test_experiments.py checks that every sample's title and column
 names are those the current code prints.
 
-    python scripts/doc_samples.py              # every sample (seed001 alone: ~17 min)
+    python scripts/doc_samples.py              # every sample (seed001: about a minute)
     python scripts/doc_samples.py seed003      # one
 """
 

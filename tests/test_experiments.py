@@ -91,8 +91,11 @@ def test_seed001_float32_forward_difference_fails_at_the_threads_step(cli):
     assert by_dtype.loc["float32", "rel_err"] > 0.1
     assert by_dtype.loc["float64", "rel_err"] < 1e-2
     assert "Why eps=1e-3 fails in float32" in answer
-    # an accuracy question: its top two are not timed again (16800-column Jacobians, minutes)
+    # an accuracy question (timing=none): nothing timed, and no verdict on speed drawn
+    assert (rows["n_timed"] == 0).all() and rows["time_median_s"].isna().all()
     assert "Timed again side by side" not in answer
+    report = next(cli.folder.glob("multirun/*/*/report/report.md")).read_text()
+    assert "an accuracy question (timing=none): nothing was timed" in report
 
 
 @pytest.mark.slow  # 5-10 s: a forum experiment's whole sweep and report

@@ -110,8 +110,11 @@ class Recommendation:
     best_err_eps: float | None = None
     alternative: Alternative | None = None
     why: str = ""  # why the pick is exact although an approximate one is faster, or not
+    untimed: str = ""  # an accuracy question (timing=none): what was found instead of a pick
 
     def sentence(self) -> str:
+        if self.untimed:
+            return f"{self.problem}: {self.untimed}"
         if self.best is None and self.none_finished:
             return f"{self.problem}: no strategy finished ({self.none_finished})."
         if self.best is None:
@@ -192,6 +195,21 @@ def _exact_or_approximate(candidates: pd.DataFrame) -> tuple[pd.DataFrame, Alter
     return exact, Alternative(str(a["label"]), Kind.APPROXIMATE, *_time_err(a), settled), why
 
 
+def _accuracy(rows: pd.DataFrame) -> str:
+    """What an accuracy question found (timing=none: nothing timed, no speed verdict)."""
+    within = rows[rows["within_tol"].fillna(False).astype(bool)]
+    best = rows.dropna(subset=["rel_err"]).sort_values("rel_err")
+    closest = (
+        f"; the most accurate: {best.iloc[0]['label']} (rel_err {best.iloc[0]['rel_err']:.1e})"
+        if len(best)
+        else ""
+    )
+    return (
+        f"an accuracy question (timing=none): nothing was timed, so no strategy is recommended "
+        f"for speed; {len(within)} of {len(rows)} within tolerance{closest}."
+    )
+
+
 def _time_err(row: pd.Series) -> tuple[float, float | None]:
     err = row["err_eps"]
     return float(row["time_median_s"]), None if pd.isna(err) else float(err)
@@ -201,6 +219,8 @@ def recommend(problem: str, rows: pd.DataFrame) -> Recommendation:
     """The fastest strategy within tolerance, exact first (see ``CLEARLY_FASTER``), the
     runner-up of its kind, and the other kind's fastest as the alternative."""
     candidates = good(rows).dropna(subset=["time_median_s"]).sort_values("time_median_s")
+    if candidates.empty and len(untimed := latest_ok(rows)) and untimed["n_timed"].eq(0).all():
+        return Recommendation(problem, None, None, None, None, None, untimed=_accuracy(untimed))
     if candidates.empty:
         finished = latest_ok(rows)
         counts = rows["status"].astype(str).value_counts()

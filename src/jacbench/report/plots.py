@@ -698,12 +698,14 @@ def _pick(rec) -> str:
 
 def all_plots(rows: pd.DataFrame, problems: list[tuple[str, pd.DataFrame]]) -> dict[str, Figure]:
     picks = {title: _pick(recommend(title, group)) for title, group in problems}
+    # rows of an accuracy question (timing=none) have no time to draw
+    timed = [(t, g.dropna(subset=["time_median_s"])) for t, g in problems]
     figures = {
-        "time_per_strategy": time_per_strategy(problems, picks),
+        "time_per_strategy": time_per_strategy(timed, picks),
         "accuracy_per_strategy": accuracy_per_strategy(rows),
-        "speed_vs_accuracy": speed_vs_accuracy(problems, picks),
+        "speed_vs_accuracy": speed_vs_accuracy(timed, picks),
         "fd_error_vs_eps": fd_error_vs_eps(rows),
-        "time_vs_shape": time_vs_shape(problems),
+        "time_vs_shape": time_vs_shape(timed),
         "sparsity_pattern": sparsity_pattern(rows),
     }
     return {name: fig for name, fig in figures.items() if fig is not None}

@@ -23,6 +23,8 @@ def _why_unusable(row: pd.Series) -> str:
     if status != Status.OK:
         return ""
     median, spread = _number(row.get("time_median_s")), _number(row.get("time_iqr_s", 0.0))
+    if math.isnan(median) and untimed(row):
+        return ""  # timing=none: an accuracy question, judged without a time
     if math.isnan(median):
         return "an ok row without a time (no time_median_s: an older jacbench's, or edited?)"
     if not (math.isfinite(median) and median > 0):
@@ -30,6 +32,11 @@ def _why_unusable(row: pd.Series) -> str:
     if math.isfinite(spread) and spread < 0:
         return f"an ok row whose time_iqr_s is negative ({spread})"
     return ""
+
+
+def untimed(row: pd.Series) -> bool:
+    """A row of an accuracy question (``timing=none``): it declares that no call was timed."""
+    return _number(row.get("n_timed")) == 0
 
 
 def _number(value: object) -> float:

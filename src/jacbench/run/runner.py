@@ -157,6 +157,13 @@ class Elapsed:
     measure_s: float
 
 
+@dataclass(frozen=True)
+class Untimed:
+    """A job that asks about accuracy only (``timing=none``): no call was timed."""
+
+    n_timed: int = 0
+
+
 def _fields(record: Any) -> dict[str, Any]:
     return {f.name: getattr(record, f.name) for f in dataclasses.fields(record)}
 
@@ -326,6 +333,10 @@ def _time_and_memory(
     before_timing: Callable[[], None],
 ) -> None:
     gc_pause.resume()
+    if not job.timing.time:  # an accuracy question: what the row declares instead of times
+        records.append(Untimed())
+        records.append(Elapsed(time.perf_counter() - started))
+        return
     before_timing()
     records.append(time_steady_state(prep, problem.x, job.timing))
     if job.timing.memory:
