@@ -16,7 +16,7 @@ from matplotlib.backends.backend_agg import FigureCanvasAgg
 from matplotlib.text import Text
 
 from helpers.results import make_result
-from jacbench.report import plots
+from jacbench.report import heatmaps, plots
 from jacbench.report.build import CAPTIONS, write_report
 from jacbench.report.problems import normalise, problems
 from jacbench.report.render import PAGE_PX
@@ -93,6 +93,11 @@ def realistic_rows() -> pd.DataFrame:
     results.append(row("jacfwd", 0.2, model="burgers", n_in=12, n_out=12))
     dense = {"model": "dense", "n_in": 6, "n_out": 6, "n_colors": 6, "pattern_density": 1.0}
     results.append(row("sparse_jacfwd", 0.05, jacobian=[1.0] * 36, **dense))
+    for n, m in ((4, 4), (4, 256), (256, 4), (256, 256)):  # a map: N x M, three strategies
+        for strategy, mode, ms in (("jacfwd", "forward", n), ("jacrev", "reverse", m)):
+            shape = {"n_in": n, "n_out": m, "model": "map_dense", "jacobian": None}
+            results.append(row(strategy, ms * 1e-3, strategy_mode=mode, **shape))
+        results.append(row("auto", min(n, m) * 1.2e-3, strategy_mode="auto", **shape))
     return normalise(pd.DataFrame([r.__dict__ for r in results]))[0]
 
 
@@ -101,14 +106,19 @@ def report(tmp_path_factory):
     """The report of the realistic rows, with the figures it drew (drawn again to measure)."""
     out = tmp_path_factory.mktemp("report")
     rows = realistic_rows()
-    real, figures = plots.all_plots, {}
+    figures: dict = {}
 
-    def keep(*args):
-        figures.update(real(*args))
-        return figures
+    def keeping(real):
+        def keep(*args):
+            drawn = real(*args)
+            figures.update(drawn)
+            return drawn
+
+        return keep
 
     with pytest.MonkeyPatch.context() as patch:
-        patch.setattr(plots, "all_plots", keep)
+        patch.setattr(plots, "all_plots", keeping(plots.all_plots))
+        patch.setattr(heatmaps, "heat_maps", keeping(heatmaps.heat_maps))
         write_report(rows, out)
     return out, figures, rows
 

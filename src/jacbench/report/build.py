@@ -8,7 +8,7 @@ import matplotlib.pyplot as plt
 import pandas as pd
 
 from jacbench.record.parquet import read_results
-from jacbench.report import analysis, plots
+from jacbench.report import analysis, grid, heatmaps, plots
 from jacbench.report.display import NOISY, NOISY_LEGEND
 from jacbench.report.problems import normalise, problems
 from jacbench.report.render import Document
@@ -24,6 +24,18 @@ CAPTIONS = {
     "fd_error_vs_eps": "Finite-difference error against the step eps",
     "time_vs_shape": "Best forward- and reverse-mode time against N/M",
     "sparsity_pattern": "Nonzeros of a Jacobian computed by a sparse strategy, with its colours",
+    "map_winner": (
+        "The settled winner per cell of the sweep's two axes (auto left out; hatched: tied, "
+        "labelled with the best two; dashed: M = N)"
+    ),
+    "map_forward_over_reverse": (
+        "Best forward-mode over best reverse-mode time per cell (blue: forward faster; framed "
+        "and bold: settled by the rule)"
+    ),
+    "map_auto_regret": (
+        f"auto's time over the best exact strategy's per cell (framed: auto settled slower by "
+        f"more than {grid.REGRET_BOUND:.2f}x)"
+    ),
 }
 
 
@@ -58,9 +70,14 @@ def write_report(source: Path | pd.DataFrame, out: Path) -> list[Path]:
     if rules:
         doc.heading("Rules of thumb", 3)
         doc.bullets(rules)
+    axes, cells = grid.cells(rows)
+    summary = grid.summarise(axes, cells).lines()
+    if summary:
+        doc.heading("The map", 3)
+        doc.bullets(summary)
 
     written, shown = [], []
-    figures = plots.all_plots(rows, groups)
+    figures = {**plots.all_plots(rows, groups), **heatmaps.heat_maps(axes, cells)}
     for name, fig in figures.items():
         path = out / f"{name}.png"
         fig.savefig(path, dpi=plots.DPI)

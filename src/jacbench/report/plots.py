@@ -178,7 +178,7 @@ def _enough_log_ticks(fig: Figure) -> None:
                 axis.set_major_locator(locator)
 
 
-def _finish(fig: Figure) -> Figure:
+def finish(fig: Figure) -> Figure:
     """Lay the figure out once and freeze it; fix its ticks; blank every tick label that
     would collide with one already kept or with any other text (decades and the ends of a
     linear axis first)."""
@@ -220,7 +220,7 @@ def _tick_priority(entry) -> tuple[bool, bool, float]:
     return (not major, not decade, abs(value))
 
 
-def _legend(fig: Figure, handles: list, ncols: int = 3) -> None:
+def figure_legend(fig: Figure, handles: list, ncols: int = 3) -> None:
     """One legend for the whole figure, above its panels, where it hides no point."""
     unique = {h.get_label(): h for h in handles}
     fig.legend(
@@ -346,8 +346,8 @@ def time_per_strategy(
         ax.invert_yaxis()  # fastest on top
         _log_axis(ax, "x", "median time per Jacobian [ms] (bar: 95% interval of the median)")
         ax.set_title(textwrap.fill(title, int(width * 8)), fontsize=FONT)
-    _legend(fig, handles)
-    return _finish(fig)
+    figure_legend(fig, handles)
+    return finish(fig)
 
 
 def accuracy_per_strategy(rows: pd.DataFrame) -> Figure | None:
@@ -381,8 +381,8 @@ def accuracy_per_strategy(rows: pd.DataFrame) -> Figure | None:
     ax.invert_yaxis()
     zero = f"; 0 drawn at {ZERO_ERR:g}" if (ok["err_eps"] <= 0).any() else ""
     _log_axis(ax, "x", f"err_eps (rel_err / machine eps){zero}")
-    _legend(fig, handles, ncols=2)
-    return _finish(fig)
+    figure_legend(fig, handles, ncols=2)
+    return finish(fig)
 
 
 def _offsets() -> list[tuple[int, int]]:
@@ -490,8 +490,8 @@ def speed_vs_accuracy(
         _log_axis(ax, "x", "median time per Jacobian [ms]")
         zero = f"; 0 drawn at {ZERO_ERR:g}" if (ok["err_eps"] <= 0).any() else ""
         _log_axis(ax, "y", f"err_eps{zero}")
-    _legend(fig, handles)
-    _finish(fig)  # the layout and limits final where the names will be
+    figure_legend(fig, handles)
+    finish(fig)  # the layout and limits final where the names will be
     renderer = fig.canvas.get_renderer()
     for ax, (title, ok) in zip(axes[:, 0], panels, strict=True):
         names = [
@@ -547,7 +547,7 @@ def fd_error_vs_eps(rows: pd.DataFrame) -> Figure | None:
         ax.axhline(tol, ls=style, lw=1.2, color="0.3", label="_tolerance")
         handles.append(Line2D([], [], ls=style, color="0.3", label=f"tolerance {dtype}: {tol:.3g}"))
     ax.legend(handles=handles, fontsize=SMALL)
-    return _finish(fig)
+    return finish(fig)
 
 
 def _relative_tolerances(curves) -> list[tuple[str, float]]:
@@ -635,7 +635,7 @@ def time_vs_shape(problems: list[tuple[str, pd.DataFrame]]) -> Figure | None:
             if len(line):
                 ax.plot(line["ratio"], line["time"], style, label=f"{mode} ({name})")
     ax.legend(fontsize=SMALL)
-    return _finish(fig)
+    return finish(fig)
 
 
 def _spied(rows: pd.DataFrame) -> pd.DataFrame:
@@ -687,7 +687,7 @@ def sparsity_pattern(rows: pd.DataFrame) -> Figure | None:
         )
     for ax in axes.flat[len(first) :]:
         ax.remove()  # an empty cell of the grid
-    return _finish(fig)
+    return finish(fig)
 
 
 def _pick(rec) -> str:

@@ -1,0 +1,55 @@
+"""The map (``+experiment=map``): which strategy wins where over a grid of N inputs by M
+outputs, per model family and dtype; where the textbook rule (M >= N: forward mode) loses;
+and how close ``auto`` comes to the best exact strategy in every cell
+(``jacbench.report.grid``: every verdict through the rule for "A beats B")."""
+
+from __future__ import annotations
+
+import pandas as pd
+
+from jacbench.experiments import table
+from jacbench.report import grid
+from jacbench.report.heatmaps import short
+from jacbench.report.problems import normalise
+
+
+def _winners(cells: list[grid.Cell]) -> list[str]:
+    """Each family's winners as a text grid: M down (largest first), N across."""
+    out = []
+    families: dict[str, list[grid.Cell]] = {}
+    for c in cells:
+        families.setdefault(c.family, []).append(c)
+    for family, found in families.items():
+        xs, ys = sorted({c.x for c in found}), sorted({c.y for c in found}, reverse=True)
+        at = {(c.x, c.y): c for c in found}
+
+        def text(c: grid.Cell | None) -> str:
+            if c is None:
+                return "."
+            return short(c.winner) if c.winner else "/".join(map(short, c.tied)) or "-"
+
+        lines = [[f"M={y:g}", *(text(at.get((x, y))) for x in xs)] for y in ys]
+        out += [
+            f"{family}: the settled winner (a/b: tied)",
+            table(["", *(f"N={x:g}" for x in xs)], lines),
+            "",
+        ]
+    return out
+
+
+def answer(rows: pd.DataFrame) -> str:
+    normalised, _ = normalise(rows)
+    axes, cells = grid.cells(normalised)
+    if not cells:
+        return "map: no cells with two numeric axes were recorded."
+    names = sorted({c.winner for c in cells if c.winner} | {t for c in cells for t in c.tied})
+    lines = [
+        f"map: the fastest Jacobian strategy per cell of {grid.axis_name(axes[0])} x "
+        f"{grid.axis_name(axes[1])}, {len({c.family for c in cells})} families",
+        *_winners(cells),
+        "codes: " + ", ".join(f"{short(n)} = {n}" for n in names),
+        *(f"- {line}" for line in grid.summarise(axes, cells).lines()),
+        "Answer: see the heat maps in the sweep's report (map_winner, map_forward_over_reverse, "
+        "map_auto_regret); a cell names a winner only where the rule settles it.",
+    ]
+    return "\n".join(lines)

@@ -1,0 +1,209 @@
+"""A sweep over two numeric axes read as a map: per cell, the settled winner, best forward
+over best reverse, and auto's regret (``+experiment=map``; any sweep over two numbers works).
+
+Every verdict comes from the recorded rows through the recommendation (``analysis.recommend``)
+and the rule for "A beats B" (``jacbench.timing.rule``): a cell whose order the rule does not
+settle is a tie, never a winner.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from dataclasses import dataclass
+
+import pandas as pd
+
+from jacbench.core.enums import Kind
+from jacbench.report.analysis import recommend
+from jacbench.report.problems import good
+from jacbench.timing.rule import Order, compare_times
+
+AXES = ("n_in", "n_out")  # preferred axes: the Jacobian's columns and rows
+FAMILY_KEYS = ["model", "dtype", "device", "wrt", "batch"]
+AUTO = "auto"
+# auto's regret (its time / the best exact strategy's) above which a cell counts as one it
+# loses, where the rule also settles that auto is slower (issue 47's target)
+REGRET_BOUND = 1.10
+
+
+def _options(text: object) -> dict:
+    try:
+        values = json.loads(str(text or "{}"))
+    except ValueError:
+        return {}
+    return values if isinstance(values, dict) else {}
+
+
+def _numeric(value: object) -> bool:
+    return isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value)
+
+
+def with_axes(rows: pd.DataFrame) -> pd.DataFrame:
+    """``rows`` with each numeric model option as a column ``opt.<key>``."""
+    options = [_options(text) for text in rows["model_options"]]
+    keys = sorted({k for o in options for k, v in o.items() if _numeric(v)} - set(AXES))
+    rows = rows.copy()
+    for key in keys:
+        rows[f"opt.{key}"] = [o.get(key) if _numeric(o.get(key)) else math.nan for o in options]
+    return rows
+
+
+def grid_axes(rows: pd.DataFrame) -> tuple[str, str] | None:
+    """The two numeric columns a sweep varied (N and M first, then model options), or None
+    where fewer than two vary with at least two values each."""
+    if rows.empty:
+        return None
+    candidates = [*AXES, *(c for c in rows.columns if c.startswith("opt."))]
+    varied = [c for c in candidates if pd.to_numeric(rows[c], errors="coerce").nunique() >= 2]
+    return (varied[0], varied[1]) if len(varied) >= 2 else None
+
+
+def axis_name(column: str) -> str:
+    return {"n_in": "inputs N", "n_out": "outputs M"}.get(column, column.removeprefix("opt."))
+
+
+@dataclass(frozen=True)
+class Cell:
+    """One cell of one family's map (a model, dtype and device at one point of the axes)."""
+
+    family: str
+    x: float
+    y: float
+    winner: str = ""  # the settled winner (auto left out: it runs one of the others)
+    tied: tuple[str, ...] = ()  # where no winner is settled: the best and its runner-up
+    forward_over_reverse: float | None = None  # best forward / best reverse time (exact)
+    modes_settled: bool = False  # the rule tells best forward and best reverse apart
+    regret: float | None = None  # auto / the best exact strategy (auto left out)
+    auto_loses: bool = False  # regret above REGRET_BOUND and auto settled slower
+    best_exact: str = ""
+
+
+def _fastest(rows: pd.DataFrame) -> pd.Series | None:
+    ranked = rows.dropna(subset=["time_median_s"]).sort_values("time_median_s")
+    return ranked.iloc[0] if len(ranked) else None
+
+
+def _cell(family: str, x: float, y: float, rows: pd.DataFrame) -> Cell:
+    others = rows[rows["strategy"] != AUTO]
+    rec = recommend(family, others)
+    winner = rec.best if rec.best and not rec.unsettled else ""
+    tied = (rec.best, rec.runner_up) if rec.best and rec.unsettled and rec.runner_up else ()
+    exact = good(others)
+    exact = exact[exact["strategy_kind"] == Kind.EXACT]
+    forward = _fastest(exact[exact["strategy_mode"] == "forward"])
+    reverse = _fastest(exact[exact["strategy_mode"] == "reverse"])
+    ratio, modes_settled = None, False
+    if forward is not None and reverse is not None:
+        ratio = float(forward["time_median_s"] / reverse["time_median_s"])
+        modes_settled = compare_times(forward, reverse).decided
+    best, auto = _fastest(exact), _fastest(good(rows[rows["strategy"] == AUTO]))
+    regret, loses = None, False
+    if best is not None and auto is not None:
+        regret = float(auto["time_median_s"] / best["time_median_s"])
+        loses = regret > REGRET_BOUND and compare_times(auto, best).order == Order.SLOWER
+    return Cell(
+        family,
+        x,
+        y,
+        str(winner or ""),
+        tuple(str(t) for t in tied),
+        ratio,
+        modes_settled,
+        regret,
+        loses,
+        "" if best is None else str(best["label"]),
+    )
+
+
+def family_name(key: tuple, fixed: list[str], varying: set[str]) -> str:
+    """``model dtype device``, with the fixed options that tell this family from another of
+    the same model (e.g. ``hidden=64``)."""
+    model, dtype, device, wrt, batch, *rest = key
+    name = f"{model} {dtype} {device}"
+    name += " wrt params" if wrt == "params" else ""
+    name += f" batch {batch}" if batch and int(batch) > 1 else ""
+    told = [f"{axis_name(c)}={v:g}" for c, v in zip(fixed, rest, strict=True) if c in varying]
+    return " ".join([name, *told])
+
+
+def cells(rows: pd.DataFrame) -> tuple[tuple[str, str] | None, list[Cell]]:
+    """The map of normalised rows (``report.problems.normalise``): its axes and cells, one
+    per family and point, in the families' order of appearance."""
+    rows = with_axes(rows)
+    axes = grid_axes(rows)
+    if axes is None:
+        return None, []
+    x, y = axes
+    fixed = [c for c in rows.columns if c.startswith("opt.") and c not in axes]
+    keys = FAMILY_KEYS + fixed
+    varying = {c for c in fixed if rows.groupby("model")[c].nunique().max() > 1}
+    found: list[Cell] = []
+    for key, family in rows.groupby(keys, dropna=False, sort=False):
+        if family[x].nunique() < 2 or family[y].nunique() < 2:
+            continue  # this model does not span the axes
+        name = family_name(key, fixed, varying)
+        for (vx, vy), group in family.groupby([x, y], sort=True):
+            found.append(_cell(name, float(vx), float(vy), group))
+    return axes, found
+
+
+@dataclass(frozen=True)
+class MapSummary:
+    """What the map says in words: auto's regret, and where the textbook rule loses."""
+
+    settled_cells: int  # cells with a settled winner and an auto row
+    regrets: list[float]
+    worst: Cell | None
+    losses: list[Cell]  # cells where auto is settled slower by more than REGRET_BOUND
+    textbook_losses: list[Cell]  # settled cells where M >= N -> forward picked the wrong mode
+
+    def lines(self) -> list[str]:
+        out = []
+        if self.worst is not None and self.regrets:
+            median = sorted(self.regrets)[len(self.regrets) // 2]
+            w = self.worst
+            out.append(
+                f"auto / best exact over {self.settled_cells} cells with a settled winner: "
+                f"median {median:.2f}, worst {max(self.regrets):.2f} ({w.family}, "
+                f"N={w.x:g}, M={w.y:g}, against {w.best_exact}); {len(self.losses)} cell(s) "
+                f"where auto is settled slower by more than {REGRET_BOUND:.2f}x"
+                + (": " + "; ".join(_where(c) for c in self.losses) if self.losses else "")
+            )
+        if self.textbook_losses:
+            out.append(
+                "the textbook rule (M >= N: forward mode) picks the slower mode in "
+                f"{len(self.textbook_losses)} cell(s) where the rule settles the modes: "
+                + "; ".join(
+                    f"{_where(c)} ({'reverse' if c.forward_over_reverse > 1 else 'forward'} "
+                    f"{max(c.forward_over_reverse, 1 / c.forward_over_reverse):.2f}x faster)"
+                    for c in self.textbook_losses
+                    if c.forward_over_reverse
+                )
+            )
+        return out
+
+
+def _where(cell: Cell) -> str:
+    return f"{cell.family} N={cell.x:g} M={cell.y:g}"
+
+
+def summarise(axes: tuple[str, str] | None, found: list[Cell]) -> MapSummary:
+    """auto's regret where the winner is settled, and the textbook rule's losses (on N and M
+    axes only)."""
+    scored = [c for c in found if c.winner and c.regret is not None]
+    worst = max(scored, key=lambda c: c.regret or 0.0, default=None)
+    textbook: list[Cell] = []
+    if axes == AXES:
+        for c in found:
+            if c.modes_settled and c.forward_over_reverse is not None:
+                forward_wins = c.forward_over_reverse < 1
+                if forward_wins != (c.y >= c.x):
+                    textbook.append(c)
+    return MapSummary(
+        len(scored),
+        [c.regret for c in scored if c.regret is not None],
+        worst,
+        [c for c in scored if c.auto_loses],
+        textbook,
+    )

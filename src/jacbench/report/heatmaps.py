@@ -1,0 +1,268 @@
+"""The map's three heat maps (``jacbench.report.grid`` computes every cell): the settled
+winner per cell, best forward over best reverse, and auto's regret. One panel per family
+(model, dtype, device), cells at the sweep's axis values; a cell's text never leaves it."""
+
+from __future__ import annotations
+
+import math
+import textwrap
+
+import matplotlib.pyplot as plt
+import numpy as np
+from matplotlib import colors
+from matplotlib.figure import Figure
+from matplotlib.lines import Line2D
+from matplotlib.patches import Patch, Rectangle
+from matplotlib.ticker import FuncFormatter, NullFormatter
+
+from jacbench.report.grid import REGRET_BOUND, Cell, axis_name
+from jacbench.report.plots import FONT, MAX_WIDTH_IN, SMALL, figure_legend, finish
+
+PANEL_IN = (4.6, 3.9)  # one family's panel, with its colour bar or labels
+COLUMNS = 2  # panels side by side: two at 9.2 in fit the report's width
+# Short names drawn inside cells (a cell is ~0.7 in wide); the legend spells them out
+SHORT = {
+    "autograd_loop": "AL",
+    "functional": "F",
+    "functional_vectorized": "FV",
+    "functional_forward": "FF",
+    "jacrev": "JR",
+    "jacfwd": "JF",
+    "jacrev_compiled": "JRc",
+    "jacfwd_compiled": "JFc",
+    "jacfwd_folded": "JFf",
+    "grads_batched": "GB",
+    "forward_ad_loop": "FAL",
+    "sparse_jacfwd": "SF",
+    "sparse_jacrev": "SR",
+    "sparse_fd": "SD",
+    "fd_forward": "D",
+    "fd_forward_loop": "DL",
+    "fd_central": "DC",
+    "auto": "A",
+    "analytic": "AN",
+}
+TIE_COLOR = "0.85"
+LEGEND_ENTRY_IN = 2.3  # width of one legend entry ("JFf = jacfwd_folded")
+EMPTY_COLOR = "white"
+
+
+def short(label: str) -> str:
+    """A strategy's code in a cell; an unknown one by the first letters of its words."""
+    base = label.split("[")[0]
+    return SHORT.get(base) or "".join(w[:1].upper() for w in base.split("_")) or "?"
+
+
+def _panels(families: list[str]) -> tuple[Figure, list]:
+    n = len(families)
+    cols = min(COLUMNS, n)
+    rows = math.ceil(n / cols)
+    width = min(MAX_WIDTH_IN, PANEL_IN[0] * cols)
+    fig, axes = plt.subplots(
+        rows, cols, figsize=(width, PANEL_IN[1] * rows + 0.9), layout="constrained", squeeze=False
+    )
+    flat = list(axes.flat)
+    for ax in flat[n:]:
+        ax.remove()
+    return fig, flat[:n]
+
+
+def _grid(cells: list[Cell]) -> tuple[list[float], list[float]]:
+    return sorted({c.x for c in cells}), sorted({c.y for c in cells})
+
+
+def _frame(ax, family: str, xs: list[float], ys: list[float], axes: tuple[str, str]) -> None:
+    ax.set_xlim(-0.5, len(xs) - 0.5)
+    ax.set_ylim(-0.5, len(ys) - 0.5)
+    ax.set_xticks(range(len(xs)), [f"{v:g}" for v in xs], fontsize=FONT)
+    ax.set_yticks(range(len(ys)), [f"{v:g}" for v in ys], fontsize=FONT)
+    ax.set_xlabel(axis_name(axes[0]), fontsize=FONT)
+    ax.set_ylabel(axis_name(axes[1]), fontsize=FONT)
+    ax.set_title(textwrap.fill(family, 40), fontsize=FONT)
+    ax.set_aspect("auto")
+
+
+def _diagonal(ax, xs: list[float], ys: list[float]) -> None:
+    """The line through the cells where both axes hold the same value (M = N), under the
+    cells' texts (each text sits on a patch of its cell's colour)."""
+    points = [(xs.index(v), ys.index(v)) for v in xs if v in ys]
+    if len(points) >= 2:
+        (x0, y0), (x1, y1) = points[0], points[-1]
+        ax.plot([x0 - 0.5, x1 + 0.5], [y0 - 0.5, y1 + 0.5], color="black", lw=1.2, ls="--")
+
+
+def _diagonal_entry() -> Line2D:
+    return Line2D([], [], color="black", lw=1.2, ls="--", label="M = N")
+
+
+def _text(ax, i: int, j: int, text: str, fill: object = "white", **style) -> None:
+    """``text`` at the cell's centre on a patch of ``fill`` (the cell's colour: the M = N
+    line passes under it), black or white, whichever reads on ``fill``."""
+    r, g, b, _ = colors.to_rgba(fill)
+    dark = 0.299 * r + 0.587 * g + 0.114 * b < 0.5
+    ax.text(
+        i,
+        j,
+        text,
+        ha="center",
+        va="center",
+        fontsize=SMALL,
+        color="white" if dark else "black",
+        bbox={"boxstyle": "round,pad=0.15", "fc": fill, "lw": 0},
+        zorder=3,
+        **style,
+    )
+
+
+def _by_family(cells: list[Cell]) -> dict[str, list[Cell]]:
+    found: dict[str, list[Cell]] = {}
+    for c in cells:
+        found.setdefault(c.family, []).append(c)
+    return found
+
+
+def winners(axes: tuple[str, str], cells: list[Cell]) -> Figure | None:
+    """The settled winner per cell, one colour per strategy; ties hatched and labelled with
+    both strategies."""
+    families = _by_family(cells)
+    names = sorted({c.winner for c in cells if c.winner} | {t for c in cells for t in c.tied})
+    if not names:
+        return None
+    palette = plt.get_cmap("tab20").colors
+    colour = {name: palette[i % len(palette)] for i, name in enumerate(names)}
+    fig, axs = _panels(list(families))
+    for ax, (family, found) in zip(axs, families.items(), strict=True):
+        xs, ys = _grid(found)
+        for c in found:
+            i, j = xs.index(c.x), ys.index(c.y)
+            if c.winner:
+                fill, hatch, label = colour[c.winner], None, short(c.winner)
+            elif c.tied:
+                fill, hatch, label = TIE_COLOR, "//", "/".join(short(t) for t in c.tied)
+            else:
+                fill, hatch, label = EMPTY_COLOR, None, "-"
+            ax.add_patch(
+                Rectangle((i - 0.5, j - 0.5), 1, 1, facecolor=fill, hatch=hatch, ec="white")
+            )
+            _text(ax, i, j, label)
+        _frame(ax, family, xs, ys, axes)
+        _diagonal(ax, xs, ys)
+    handles = [Patch(facecolor=colour[n], label=f"{short(n)} = {n}") for n in names]
+    handles.append(Patch(facecolor=TIE_COLOR, hatch="//", label="tied: no settled winner"))
+    handles.append(_diagonal_entry())
+    figure_legend(fig, handles, ncols=max(1, int(fig.get_figwidth() / LEGEND_ENTRY_IN)))
+    return finish(fig)
+
+
+def _colour_panels(
+    axes: tuple[str, str],
+    cells: list[Cell],
+    value,
+    norm: colors.Normalize,
+    cmap: str,
+    label: str,
+    mark,
+    text,
+) -> Figure:
+    families = _by_family(cells)
+    fig, axs = _panels(list(families))
+    mapper = plt.cm.ScalarMappable(norm=norm, cmap=cmap)
+    for ax, (family, found) in zip(axs, families.items(), strict=True):
+        xs, ys = _grid(found)
+        grid = np.full((len(ys), len(xs)), np.nan)
+        for c in found:
+            grid[ys.index(c.y), xs.index(c.x)] = value(c) if value(c) is not None else np.nan
+        ax.imshow(grid, origin="lower", cmap=cmap, norm=norm, aspect="auto")
+        for c in found:
+            i, j = xs.index(c.x), ys.index(c.y)
+            v = value(c)
+            if v is None:
+                _text(ax, i, j, "-")
+                continue
+            weight = "bold" if mark(c) else "normal"
+            _text(ax, i, j, text(c), fill=mapper.to_rgba(v), fontweight=weight)
+            if mark(c):
+                ax.add_patch(Rectangle((i - 0.45, j - 0.45), 0.9, 0.9, fill=False, lw=2, ec="k"))
+        _frame(ax, family, xs, ys, axes)
+        _diagonal(ax, xs, ys)
+        bar = fig.colorbar(mapper, ax=ax, shrink=0.9)
+        bar.set_label(label, fontsize=SMALL)
+        bar.ax.tick_params(labelsize=SMALL)
+        bar.ax.yaxis.set_major_formatter(FuncFormatter(lambda v, _: f"{v:g}"))
+        bar.ax.yaxis.set_minor_formatter(NullFormatter())
+    return fig
+
+
+def forward_over_reverse(axes: tuple[str, str], cells: list[Cell]) -> Figure | None:
+    """Best forward-mode time over best reverse-mode time (exact strategies): blue where
+    forward wins, red where reverse does; a framed, bold ratio is settled by the rule."""
+    found = [c for c in cells if c.forward_over_reverse is not None]
+    if not found:
+        return None
+    ratios = [c.forward_over_reverse for c in found if c.forward_over_reverse]
+    span = max(2.0, *(max(r, 1 / r) for r in ratios))
+    norm = colors.LogNorm(vmin=1 / span, vmax=span)
+    fig = _colour_panels(
+        axes,
+        cells,
+        lambda c: c.forward_over_reverse,
+        norm,
+        "RdBu_r",
+        "best forward / best reverse (time)",
+        lambda c: c.modes_settled,
+        lambda c: f"{c.forward_over_reverse:.2g}",
+    )
+    figure_legend(
+        fig,
+        [
+            Patch(fc="white", ec="black", lw=2, label="settled by the rule (framed, bold)"),
+            _diagonal_entry(),
+        ],
+    )
+    return finish(fig)
+
+
+def regret(axes: tuple[str, str], cells: list[Cell]) -> Figure | None:
+    """auto's time over the best exact strategy's per cell; framed where auto is settled
+    slower by more than REGRET_BOUND."""
+    found = [c for c in cells if c.regret is not None]
+    if not found:
+        return None
+    top = max(2.0, *(c.regret for c in found if c.regret))
+    norm = colors.TwoSlopeNorm(
+        vmin=min(0.5, *(c.regret for c in found if c.regret)), vcenter=1.0, vmax=top
+    )
+    fig = _colour_panels(
+        axes,
+        cells,
+        lambda c: c.regret,
+        norm,
+        "PuOr_r",
+        "auto / best exact (time)",
+        lambda c: c.auto_loses,
+        lambda c: f"{c.regret:.2f}",
+    )
+    figure_legend(
+        fig,
+        [
+            Patch(
+                fc="white",
+                ec="black",
+                lw=2,
+                label=f"auto settled slower by more than {REGRET_BOUND:.2f}x (framed)",
+            ),
+            _diagonal_entry(),
+        ],
+    )
+    return finish(fig)
+
+
+def heat_maps(axes: tuple[str, str] | None, cells: list[Cell]) -> dict[str, Figure]:
+    if axes is None or not cells:
+        return {}
+    figures = {
+        "map_winner": winners(axes, cells),
+        "map_forward_over_reverse": forward_over_reverse(axes, cells),
+        "map_auto_regret": regret(axes, cells),
+    }
+    return {name: fig for name, fig in figures.items() if fig is not None}

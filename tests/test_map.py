@@ -1,0 +1,164 @@
+"""A sweep over two numeric axes read as a map (issue 47): the settled winner per cell, best
+forward over best reverse, auto's regret, where the textbook rule loses, and the heat maps
+drawn so that every cell's text stays in its cell."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+
+import pandas as pd
+import pytest
+from matplotlib.backends.backend_agg import FigureCanvasAgg
+
+from helpers.results import make_result
+from jacbench.report import grid, heatmaps
+from jacbench.report.build import write_report
+from jacbench.report.plots import drawn_texts
+from jacbench.report.problems import normalise
+
+MODES = {"jacfwd": "forward", "jacrev": "reverse", "auto": "auto", "fd_forward": "numeric"}
+# (N, M) -> ms per strategy; intervals are +-2% (make_result)
+TIMES = {
+    (4, 64): {"jacfwd": 1.0, "jacrev": 3.0, "auto": 1.0, "fd_forward": 0.9},  # forward, textbook
+    (64, 4): {"jacfwd": 1.0, "jacrev": 5.0, "auto": 1.0, "fd_forward": 3.0},  # forward, M < N
+    (4, 4): {"jacfwd": 1.0, "jacrev": 1.01, "auto": 1.0, "fd_forward": 2.0},  # tied modes
+    (64, 64): {"jacfwd": 2.0, "jacrev": 1.0, "auto": 1.5, "fd_forward": 3.0},  # reverse at M=N
+}
+
+
+def map_rows(models=("map_dense", "map_banded")) -> pd.DataFrame:
+    results = []
+    for model in models:
+        for (n, m), times in TIMES.items():
+            for strategy, ms in times.items():
+                approximate = strategy == "fd_forward"
+                results.append(
+                    make_result(
+                        model=model,
+                        strategy=strategy,
+                        strategy_kind="approximate" if approximate else "exact",
+                        strategy_mode=MODES[strategy],
+                        chosen_strategy="jacfwd" if strategy == "auto" else "",
+                        n_in=n,
+                        n_out=m,
+                        time_median_s=ms * 1e-3,
+                        err_eps=1e5 if approximate else 1.0,
+                        tolerance=0.1 if approximate else 1.2e-5,
+                        model_options=json.dumps({"n_in": n, "n_out": m, "hidden": 64}),
+                        config_hash=f"{model}{n}{m}{strategy}",
+                        job_id=hashlib.md5(f"{model}{n}{m}{strategy}".encode()).hexdigest()[:16],
+                        jacobian=None,
+                    )
+                )
+    return normalise(pd.DataFrame([r.__dict__ for r in results]))[0]
+
+
+@pytest.fixture(scope="module")
+def found():
+    return grid.cells(map_rows())
+
+
+def cell(cells, model: str, n: int, m: int) -> grid.Cell:
+    (c,) = [c for c in cells if c.family.startswith(model) and (c.x, c.y) == (n, m)]
+    return c
+
+
+def test_the_axes_are_n_and_m_and_each_family_has_its_cells(found):
+    axes, cells = found
+    assert axes == ("n_in", "n_out")
+    assert {c.family for c in cells} == {"map_dense float32 cpu", "map_banded float32 cpu"}
+    assert len(cells) == 8
+
+
+def test_a_cell_has_a_winner_only_where_the_rule_settles_it(found):
+    _, cells = found
+    assert cell(cells, "map_dense", 64, 4).winner == "jacfwd"
+    assert cell(cells, "map_dense", 64, 64).winner == "jacrev"
+    tied = cell(cells, "map_dense", 4, 4)  # jacfwd 1.0 ms vs jacrev 1.01: intervals overlap
+    assert tied.winner == "" and set(tied.tied) == {"jacfwd", "jacrev"}
+    # fd_forward (approximate) at 0.9 ms is not 1.5x faster than jacfwd: exact first
+    assert cell(cells, "map_dense", 4, 64).winner == "jacfwd"
+
+
+def test_forward_over_reverse_and_auto_regret(found):
+    _, cells = found
+    c = cell(cells, "map_dense", 64, 4)
+    assert c.forward_over_reverse == pytest.approx(0.2) and c.modes_settled
+    assert not cell(cells, "map_dense", 4, 4).modes_settled
+    loss = cell(cells, "map_dense", 64, 64)
+    assert loss.regret == pytest.approx(1.5) and loss.auto_loses and loss.best_exact == "jacrev"
+    assert cell(cells, "map_dense", 4, 64).regret == pytest.approx(1.0)
+
+
+def test_the_summary_names_the_worst_cell_and_where_the_textbook_rule_loses(found):
+    summary = grid.summarise(*found)
+    assert summary.settled_cells == 6  # 8 cells, the two ties have no settled winner
+    assert summary.worst is not None and (summary.worst.x, summary.worst.y) == (64, 64)
+    where = {(c.family.split()[0], c.x, c.y) for c in summary.textbook_losses}
+    # forward wins at M < N (64, 4); reverse wins at M = N (64, 64); the ties do not count
+    assert where == {(m, x, y) for m in ("map_dense", "map_banded") for x, y in ((64, 4), (64, 64))}
+    text = "\n".join(summary.lines())
+    assert "worst 1.50 (map_" in text and "N=64, M=64, against jacrev" in text
+    assert "2 cell(s) where auto is settled slower by more than 1.10x" in text
+    assert "picks the slower mode in 4 cell(s)" in text
+
+
+def test_rows_without_two_numeric_axes_have_no_map():
+    rows = map_rows(models=("map_dense",))
+    one_axis = rows[rows["n_out"] == 4]
+    assert grid.cells(one_axis) == (None, [])
+
+
+@pytest.mark.parametrize("name", ["map_winner", "map_forward_over_reverse", "map_auto_regret"])
+def test_every_cell_text_stays_in_its_cell_and_no_text_is_cut(found, name):
+    fig = heatmaps.heat_maps(*found)[name]
+    FigureCanvasAgg(fig)
+    fig.canvas.draw()
+    renderer = fig.canvas.get_renderer()
+    page = fig.bbox
+    texts = drawn_texts(fig)
+    for text in texts:
+        box = text.get_window_extent(renderer)
+        assert page.x0 - 1 <= box.x0 and box.x1 <= page.x1 + 1, text.get_text()
+        assert page.y0 - 1 <= box.y0 and box.y1 <= page.y1 + 1, text.get_text()
+    for ax in fig.axes:
+        if not ax.get_xticks().size or ax.get_label() == "<colorbar>":
+            continue
+        columns = len(ax.get_xticks())
+        width = ax.bbox.width / columns
+        for text in ax.texts:
+            box = text.get_window_extent(renderer)
+            assert box.width < width, (text.get_text(), box.width, width)
+    boxes = [t.get_window_extent(renderer) for t in texts]
+    for i, a in enumerate(boxes):
+        for b in boxes[i + 1 :]:
+            assert not a.overlaps(b) or a == b, "two texts overlap"
+
+
+def test_a_tie_is_labelled_with_both_strategies(found):
+    fig = heatmaps.heat_maps(*found)["map_winner"]
+    labels = {t.get_text() for ax in fig.axes for t in ax.texts}
+    assert "JF/JR" in labels or "JR/JF" in labels
+    assert "JF" in labels and "JR" in labels
+
+
+def test_the_report_has_the_map_section_and_its_images(tmp_path):
+    written = write_report(map_rows(), tmp_path)
+    names = {p.name for p in written}
+    assert {"map_winner.png", "map_forward_over_reverse.png", "map_auto_regret.png"} <= names
+    text = (tmp_path / "report.md").read_text()
+    assert "### The map" in text and "auto / best exact over 6 cells" in text
+
+
+def test_the_map_answer_draws_each_familys_winners_and_says_where_auto_and_the_rule_lose():
+    from jacbench.experiments.strategy_map import answer
+
+    text = answer(map_rows())
+    assert text.startswith("map: the fastest Jacobian strategy per cell of inputs N x outputs M")
+    dense = text.split("map_dense float32 cpu: the settled winner (a/b: tied)\n", 1)[1]
+    top, bottom = dense.splitlines()[1:3]  # M=64 first (largest M on top), then M=4
+    assert top.split() == ["M=64", "JF", "JR"]
+    assert bottom.split() == ["M=4", "JF/JR", "JF"]
+    assert "codes: JF = jacfwd, JR = jacrev" in text
+    assert "picks the slower mode in 4 cell(s)" in text
