@@ -306,3 +306,53 @@ def test_the_top_two_of_a_problem_are_retimed_together_and_auto_is_not_its_own_r
     assert (retimed.loc[:1, "n_blocks"] == 2 * MIN_BLOCKS).all()
     assert len(lines) == 1 and "re-timed side by side (12 interleaved blocks each)" in lines[0]
     assert "jacrev" in lines[0] and "jacfwd" in lines[0] and "fd_forward" not in lines[0]
+
+
+def test_an_approximate_pick_over_a_contended_exact_one_is_not_settled():
+    """Issue 42: "9.13x slower ... settled so" was printed for an approximate-vs-exact choice
+    whose losing exact strategy had CPU/wall 0.32-0.54: the exact-first choice asks the whole
+    rule (intervals and the loser's contention), as every other verdict does."""
+    common = {"within_tol": True}
+    rows = frame(
+        timed_row("fd_forward", 1.0, 0.02, strategy_kind="approximate", **common),
+        timed_row("jacrev", 9.13, 0.1, cpu_wall_ratio=0.4, **common),
+    )
+    ((title, group),) = problems(rows)
+    rec = recommend(title, group)
+    assert rec.best == "jacrev" and rec.alternative is not None
+    assert rec.alternative.faster is None  # no ratio quoted from an unsettled pair
+    text = rec.sentence()
+    assert "settled" not in text.replace("not settled", "")
+    assert "jacrev waited for its core while timed (CPU/wall per thread 0.40" in text
+
+
+def test_a_figure_stars_only_a_settled_winner(tmp_path, monkeypatch):
+    """Issue 42: the time figure of every seed004_small child run starred "auto (pick)"
+    while the parent said there was no settled winner."""
+    from jacbench.report import job_figures, plots
+
+    picks: list[dict] = []
+    real = plots.time_per_strategy
+
+    def recording(problems_, picks_=None):
+        picks.append(dict(picks_ or {}))
+        return real(problems_, picks_)
+
+    monkeypatch.setattr(plots, "time_per_strategy", recording)
+    tied = frame(timed_row("auto", 1.0, 0.2), timed_row("jacfwd_folded", 1.05, 0.2))
+    job_figures.time_figures(tied, tmp_path)
+    settled = frame(timed_row("auto", 1.0, 0.02), timed_row("jacfwd_folded", 2.0, 0.02))
+    job_figures.time_figures(settled, tmp_path)
+    assert [set(p.values()) for p in picks] == [{""}, {"auto"}]
+
+
+def test_the_same_code_timed_apart_is_said_to_disagree_without_blaming_a_load_change():
+    """Issue 42: an answer blamed "load changed" while quoting CPU/wall 0.60 vs 0.63."""
+    rows = frame(
+        timed_row("auto", 1.0, 0.02, chosen_strategy="jacfwd", cpu_wall_ratio=0.9),
+        timed_row("jacfwd", 2.0, 0.02, cpu_wall_ratio=0.93),
+    )
+    ((title, group),) = problems(rows)
+    text = recommend(title, group).sentence()
+    assert "the measurements disagree" in text and "load changed" not in text
+    assert "CPU/wall 0.90" in text and "CPU/wall 0.93" in text

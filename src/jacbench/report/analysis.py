@@ -9,7 +9,7 @@ import pandas as pd
 from jacbench.core.enums import Kind, Status
 from jacbench.report.display import cell, factor_text, seconds_text, time_text, verdict_text
 from jacbench.report.problems import DEFAULT_STRATEGY, good, latest_ok
-from jacbench.timing.rule import Order, compare_times, settled_ratio, unsettled
+from jacbench.timing.rule import Order, settled_ratio, unsettled, verdict
 
 
 def default_row(rows: pd.DataFrame) -> pd.Series | None:
@@ -182,16 +182,16 @@ def _exact_or_approximate(candidates: pd.DataFrame) -> tuple[pd.DataFrame, Alter
     faster = float(e["time_median_s"] / a["time_median_s"])
     if faster <= 1:
         return exact, None, ""
-    verdict = compare_times(a, e)
-    if faster > CLEARLY_FASTER and verdict.decided:
-        why = f"the approximate one is more than {CLEARLY_FASTER}x faster, and settled so"
+    found = verdict(a, e)
+    if faster > CLEARLY_FASTER and found.decided:
+        why = f"the approximate one is more than {CLEARLY_FASTER}x faster, settled by the rule"
         return approx, Alternative(str(e["label"]), Kind.EXACT, *_time_err(e), faster), why
     why = (
         f"exact is kept unless an approximate one is more than {CLEARLY_FASTER}x faster"
-        if verdict.decided
-        else f"exact is kept: {verdict.text}"
+        if found.decided
+        else f"exact is kept: {found.text}"
     )
-    settled = faster if verdict.decided else None
+    settled = faster if found.decided else None
     return exact, Alternative(str(a["label"]), Kind.APPROXIMATE, *_time_err(a), settled), why
 
 
@@ -257,7 +257,7 @@ def _versus_default(best: pd.Series, base: pd.Series | None, speedup: float | No
         return ""
     if base["label"] == best["label"]:
         return f"{DEFAULT_STRATEGY} is PyTorch's default itself"
-    return f"against {DEFAULT_STRATEGY}: {compare_times(best, base).text}"
+    return f"against {DEFAULT_STRATEGY}: {verdict(best, base).text}"
 
 
 def _load(row: pd.Series) -> str:
@@ -267,18 +267,19 @@ def _load(row: pd.Series) -> str:
 
 def disagreement(a: pd.Series, b: pd.Series) -> str:
     """Where one row is ``auto`` and the other the strategy it chose, the same code was timed
-    twice: if the rule tells the two times apart, the machine's load changed between them, and
-    the pair is reported as disagreeing instead of ranked. "" otherwise."""
+    twice: if the rule tells the two times apart, the difference is not the code's, and the
+    pair is reported as disagreeing instead of ranked (with what each job's machine showed).
+    "" otherwise."""
     auto, other = (a, b) if a["strategy"] == "auto" else (b, a)
     if auto["strategy"] != "auto" or auto.get("chosen_strategy") != other["strategy"]:
         return ""
-    verdict = compare_times(auto, other)
-    if not verdict.decided:
+    found = verdict(auto, other)
+    if not found.decided:
         return ""
     return (
         f"the measurements disagree: auto ran {other['strategy']}, the same code, yet "
-        f"{verdict.text}; the machine's load changed between the two jobs (auto: "
-        f"{_load(auto)}; {other['strategy']}: {_load(other)}), so neither ranks above the other"
+        f"{found.text}; the difference is not the code's (auto: {_load(auto)}; "
+        f"{other['strategy']}: {_load(other)}), so neither ranks above the other"
     )
 
 
@@ -304,14 +305,14 @@ def rules_of_thumb(problems: list[tuple[str, pd.DataFrame]]) -> list[str]:
         modes = fastest.set_index("strategy_mode")
         if "forward" not in modes.index or "reverse" not in modes.index:
             continue
-        verdict = compare_times(modes.loc["forward"], modes.loc["reverse"])
-        if not verdict.decided:
-            continue  # tied, or without an interval: neither mode counts as the faster
+        found = verdict(modes.loc["forward"], modes.loc["reverse"])
+        if not found.decided:
+            continue  # not settled by the rule: neither mode counts as the faster
         n, m = int(rows["n_in"].iloc[0]), int(rows["n_out"].iloc[0])
         if n == m:
             continue
         shape = "M > N" if m > n else "N > M"
-        tallies[shape]["forward" if verdict.order == Order.FASTER else "reverse"] += 1
+        tallies[shape]["forward" if found.order == Order.FASTER else "reverse"] += 1
     rules = []
     for shape, count in tallies.items():
         total = count["forward"] + count["reverse"]

@@ -15,11 +15,11 @@ from jacbench.record.result import Result
 from jacbench.timing.noise import is_noisy
 from jacbench.timing.rule import (
     Order,
-    compare_times,
     digits,
     interval_of,
     settled_ratio,
     time_unit,
+    verdict,
 )
 
 if TYPE_CHECKING:
@@ -51,8 +51,9 @@ def cell(value: object, spec: str) -> str:
 
 NOISY = "(noisy)"
 NOISY_LEGEND = (
-    f"{NOISY}: torch.utils.benchmark found the IQR above 10% of the median; an order decided "
-    "by such a time is not settled (re-run, raise timing.min_run_time, or quiet the machine)"
+    f"{NOISY}: torch.utils.benchmark found the IQR above 10% of the median; the interval of "
+    "the median widens with it, so such a time settles an order only where the intervals are "
+    "still apart (docs/columns.md)"
 )
 
 
@@ -91,7 +92,7 @@ def ratio_text(a: Mapping[str, object], b: Mapping[str, object]) -> str:
     ratio = settled_ratio(a, b)
     if ratio is not None:
         return factor_text(ratio)
-    return "tied" if compare_times(a, b).order == Order.TIED else "?"
+    return "tied" if verdict(a, b).order == Order.TIED else "?"
 
 
 def verdict_text(within_tol: object, undecided: object = "") -> str:

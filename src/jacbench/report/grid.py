@@ -17,7 +17,7 @@ import pandas as pd
 from jacbench.core.enums import Kind
 from jacbench.report.analysis import recommend
 from jacbench.report.problems import good
-from jacbench.timing.rule import Order, compare_times
+from jacbench.timing.rule import Order, verdict
 
 AXES = ("n_in", "n_out")  # preferred axes: the Jacobian's columns and rows
 FAMILY_KEYS = ["model", "dtype", "device", "wrt", "batch"]
@@ -96,12 +96,12 @@ def _cell(family: str, x: float, y: float, rows: pd.DataFrame) -> Cell:
     ratio, modes_settled = None, False
     if forward is not None and reverse is not None:
         ratio = float(forward["time_median_s"] / reverse["time_median_s"])
-        modes_settled = compare_times(forward, reverse).decided
+        modes_settled = verdict(forward, reverse).decided
     best, auto = _fastest(exact), _fastest(good(rows[rows["strategy"] == AUTO]))
     regret, loses = None, False
     if best is not None and auto is not None:
         regret = float(auto["time_median_s"] / best["time_median_s"])
-        loses = regret > REGRET_BOUND and compare_times(auto, best).order == Order.SLOWER
+        loses = regret > REGRET_BOUND and verdict(auto, best).order == Order.SLOWER
     return Cell(
         family,
         x,

@@ -19,7 +19,7 @@ def time_figures(rows: pd.DataFrame, out: Path) -> dict[str, Path]:
     out.mkdir(parents=True, exist_ok=True)
     paths: dict[str, Path] = {}
     for number, (title, group) in enumerate(problems(rows), start=1):
-        pick = recommend(title, group).best or ""
+        pick = plots.settled_pick(recommend(title, group))
         fig = plots.time_per_strategy([(title, group)], {title: pick})
         if fig is None:
             continue

@@ -690,14 +690,14 @@ def sparsity_pattern(rows: pd.DataFrame) -> Figure | None:
     return finish(fig)
 
 
-def _pick(rec) -> str:
+def settled_pick(rec) -> str:
     """The recommended strategy, where the report names one (not where it says "no settled
     winner": a star there would contradict the text)."""
     return "" if rec.best is None or rec.unsettled else rec.best
 
 
 def all_plots(rows: pd.DataFrame, problems: list[tuple[str, pd.DataFrame]]) -> dict[str, Figure]:
-    picks = {title: _pick(recommend(title, group)) for title, group in problems}
+    picks = {title: settled_pick(recommend(title, group)) for title, group in problems}
     # rows of an accuracy question (timing=none) have no time to draw
     timed = [(t, g.dropna(subset=["time_median_s"])) for t, g in problems]
     figures = {

@@ -14,13 +14,13 @@ MAX_THREADS = 1024
 
 @dataclass
 class TimingConfig:
-    # false (timing=none): an accuracy question; the Jacobian is computed once and judged, no
-    # call is timed, and no verdict on speed is drawn from the row (it records n_timed=0)
-    time: bool = True
     min_run_time: float = 0.2  # seconds of timed calls (torch.utils.benchmark.blocked_autorange)
     warmup: int = 1  # untimed calls after the first call, before timing
     threads: int = 1  # torch intra-op threads for the job
     memory: bool = True  # measure peak memory of one extra call
+    # false (timing=none): an accuracy question; the Jacobian is computed once and judged, no
+    # call is timed, and no verdict on speed is drawn from the row (it records n_timed=0)
+    time: bool = True
 
     def __post_init__(self) -> None:
         # Bounded on both sides: an infinite or huge setting would hang the job, not fail it.

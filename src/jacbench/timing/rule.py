@@ -1,10 +1,13 @@
-"""The one rule for "A beats B": A's confidence interval of the median time lies wholly below
-B's. Overlapping intervals are a tie, and a time without an interval (fewer than
-``MIN_BLOCKS`` timed blocks, or a row from before blocks were kept) decides nothing.
+"""The one rule for "A beats B" (``verdict``): A's confidence interval of the median time lies
+wholly below B's, and B was not timed while its process waited for its core (a contended
+loser's time is not its code's alone). Overlapping intervals are a tie; a time without an
+interval (fewer than ``MIN_BLOCKS`` timed blocks, or a row from before blocks were kept)
+decides nothing. "Settled" means exactly this verdict, and nothing else (docs/columns.md).
 
-Every comparison jacbench prints (answers, report, recommendation, MLflow parent, compare)
-asks ``compare_times`` here. A leaf module (no torch, no pandas) so readers of results and the
-timer share it.
+Every comparison jacbench prints of recorded rows (answers, report, recommendation, figures,
+maps, MLflow parent) asks ``verdict`` here; ``compare_intervals`` is its interval part alone,
+for times that have no rows. A leaf module (no torch, no pandas) so readers of results and
+the timer share it.
 """
 
 from __future__ import annotations
@@ -47,7 +50,8 @@ class Order(str, Enum):
 
     FASTER = "faster"
     SLOWER = "slower"
-    TIED = "tied"
+    TIED = "tied"  # the intervals overlap
+    CONTENDED = "contended"  # the intervals are apart, but the slower one waited for its core
     UNKNOWN = "unknown"  # one of them has no interval: nothing can be said
 
 
@@ -136,7 +140,8 @@ def compare_intervals(a: Interval, b: Interval) -> Comparison:
 
 
 def compare_times(a: Mapping[str, object], b: Mapping[str, object]) -> Comparison:
-    """Two result rows by the rule, named by their labels (or strategies)."""
+    """Two result rows by their intervals alone, named by their labels (or strategies);
+    ``verdict`` adds the loser's contention."""
     ia, ib = interval_of(a), interval_of(b)
     if ia is None or ib is None:
         names = [
@@ -153,9 +158,9 @@ def compare_times(a: Mapping[str, object], b: Mapping[str, object]) -> Compariso
 
 
 def settled_ratio(a: Mapping[str, object], b: Mapping[str, object]) -> float | None:
-    """A's median over B's where the rule tells them apart; None where it does not, so that no
-    ratio is ever quoted from a tie or from a time without a spread."""
-    if not compare_times(a, b).decided:
+    """A's median over B's where the rule settles their order; None where it does not, so that
+    no ratio is ever quoted from a tie, a contended loser or a time without a spread."""
+    if not verdict(a, b).decided:
         return None
     return float(a["time_median_s"]) / float(b["time_median_s"])  # type: ignore[arg-type]
 
@@ -171,19 +176,29 @@ def contention(row: Mapping[str, object]) -> float | None:
     return share if share < CONTENDED else None
 
 
-def unsettled(best: Mapping[str, object], runner: Mapping[str, object]) -> str:
-    """Why ``best`` (the lower median) is not shown to beat ``runner``: the rule's tie or
-    missing interval, or ``runner`` timed while its process waited for its core (its loss may
-    be the machine's; a contended winner won all the same), with both figures; "" when
-    ``best`` is faster."""
-    verdict = compare_times(best, runner)
-    if verdict.order != Order.FASTER:
-        return verdict.text
-    share = contention(runner)
+def _name(row: Mapping[str, object]) -> str:
+    return str(row.get("label") or row.get("strategy") or "?")
+
+
+def verdict(a: Mapping[str, object], b: Mapping[str, object]) -> Comparison:
+    """A against B by the whole rule: the intervals (``compare_times``), then the loser's
+    contention. A contended winner won all the same: contention only adds time."""
+    by_intervals = compare_times(a, b)
+    if not by_intervals.decided:
+        return by_intervals
+    loser = b if by_intervals.order == Order.FASTER else a
+    share = contention(loser)
     if share is None:
-        return ""
-    name = str(runner.get("label") or runner.get("strategy") or "?")
-    return (
-        f"{name} waited for its core while timed (CPU/wall per thread {share:.2f}, below "
-        f"{CONTENDED}), so its time is not its code's alone: {verdict.text}"
+        return by_intervals
+    return Comparison(
+        Order.CONTENDED,
+        f"{_name(loser)} waited for its core while timed (CPU/wall per thread {share:.2f}, "
+        f"below {CONTENDED}), so its time is not its code's alone: {by_intervals.text}",
     )
+
+
+def unsettled(best: Mapping[str, object], runner: Mapping[str, object]) -> str:
+    """Why ``best`` (the lower median) is not shown to beat ``runner`` by the rule, with both
+    figures; "" when it is."""
+    found = verdict(best, runner)
+    return "" if found.order == Order.FASTER else found.text
