@@ -164,7 +164,7 @@ def test_parent_overview_starts_with_the_answer_and_tags_it():
     view = overview(_rows(), answer=answer, sweep_line="Sweep: 3 jobs", files=["answer.md"])
     first = view.description.splitlines()[0]
     assert first == "**Recommended: jacrev** (8x faster than `functional`)"
-    line = "- mlp (N=3, M=2) float32 cpu: use **jacrev**, 1 ms \\[0.98-1.02\\], 8x faster than"
+    line = "- mlp (N=3, M=2) float32 cpu: use **jacrev**, 1.00 ms \\[0.98-1.02\\], 8x faster than"
     assert line in view.description and "functional, error 1.7 eps" in view.description
     assert "x" * 200 not in view.description and "`answer.md`" in view.description
     assert max(len(line) for line in view.description.splitlines()) <= 120

@@ -156,10 +156,12 @@ def test_seed004_names_the_faster_strategy_and_quotes_no_ratio_from_a_tie():
     text = seed004.answer(rows)
     line = next(x for x in text.splitlines() if x.startswith("fastest exact"))
     assert line.startswith("fastest exact: jacfwd_compiled") and "not settled" not in line
-    assert "functional / fd_forward_loop = 4.6" in text
-    # jacfwd and the loop overlap: their ratio is "tied", never a number
+    assert "functional takes 4.6" in text and "x fd_forward_loop (the thread" in text
+    # jacfwd and the loop overlap: no ratio, and no verdict word in the number column (issue
+    # 44): "-", with the legend under the table saying what it means
     table = next(x for x in text.splitlines() if x.startswith("jacfwd "))
-    assert table.split()[-3] == "tied"
+    assert table.split()[-3] == "-"
+    assert "- in a ratio column: the rule does not settle the order" in text
 
 
 def test_auto_and_the_strategy_it_chose_disagreeing_are_reported_not_ranked():
@@ -225,7 +227,7 @@ def test_tables_show_the_interval_and_mark_noisy_times(tmp_path):
     ((title, group),) = problems(rows)
     lines = {line[0]: line for line in problem_lines(group)}
     assert lines["jacfwd"][4].endswith(NOISY) and "[" in lines["jacfwd"][4]
-    assert lines["jacrev"][5] == "tied" or lines["jacrev"][5] == "-"
+    assert lines["jacrev"][5] == "n/a"  # functional (the baseline) was not measured
     summary = summary_table(group.assign(job_num=[0, 1], resumed=False), [])
     assert summary.caption and NOISY in summary.caption
     md = write_report(group, tmp_path)[0]
@@ -270,8 +272,14 @@ def test_an_answer_marks_rows_reused_from_an_earlier_command():
         timed_row("jacfwd", 2.0, 0.05, dtype="float32"),
     )
     note = reused_note(rows.assign(resumed=[True, False]))
-    assert "jacrev float32 (mlp): measured 2026-01-02 03:04 UTC" in note
-    assert "jacfwd" not in note and "force=true" in note
+    assert "Reused 1 row(s) measured by earlier commands (2026-01-02 03:04 UTC" in note
+    assert "force=true" in note
+    many = pd.concat([rows] * 19, ignore_index=True).assign(resumed=True)
+    many.loc[many.index[-1], "started_at"] += pd.Timedelta(minutes=12)
+    # issue 44: a rerun printed a 38-entry paragraph; one line says it all
+    line = reused_note(many).strip()
+    assert "\n" not in line and line.startswith("Reused 38 row(s)")
+    assert "(2026-01-02 03:04 to 2026-01-02 03:16 UTC" in line
     assert reused_note(rows.assign(resumed=False)) == ""
 
 

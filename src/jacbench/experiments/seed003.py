@@ -7,7 +7,7 @@ import pandas as pd
 
 from jacbench.core.enums import Kind
 from jacbench.experiments import jacobian, ok_rows, table
-from jacbench.report.display import ratio_text, time_text
+from jacbench.report.display import legend_if_unsettled, ratio_text, time_text
 from jacbench.timing.rule import unsettled
 
 
@@ -34,6 +34,7 @@ def answer(rows: pd.DataFrame) -> str:
             ["strategy", "dtype", "correct", "rel_err", "median [95% interval]", "time / loop"],
             lines,
         ),
+        *legend_if_unsettled(lines, 5),
     ]
     naive = rows[rows["strategy"] == "naive_single_grad"]
     correct = rows[rows["within_tol"].astype(bool) & (rows["strategy_kind"] == Kind.EXACT)]

@@ -8,7 +8,7 @@ import pandas as pd
 from jacbench.core.enums import Kind
 from jacbench.experiments import ok_rows, table
 from jacbench.report.analysis import disagreement
-from jacbench.report.display import ratio_text, time_text
+from jacbench.report.display import legend_if_unsettled, ratio_phrase, ratio_text, time_text
 from jacbench.timing.rule import unsettled
 
 BASELINE = "fd_forward_loop"  # the thread's baseline: one forward pass per parameter
@@ -51,11 +51,12 @@ def answer(rows: pd.DataFrame) -> str:
                 ],
                 lines,
             ),
+            *legend_if_unsettled(lines, 4),
         ]
         functional = group[group["strategy"] == "functional"]
         if not functional.empty:
-            ratio = ratio_text(functional.iloc[0], t0)
-            text.append(f"functional / {BASELINE} = {ratio} (the thread: 7-8x)")
+            ratio = ratio_phrase(functional.iloc[0], t0, BASELINE)
+            text.append(f"functional takes {ratio} (the thread: 7-8x)")
         if not exact.empty:
             best = exact.iloc[0]
             mode = f"{best['strategy_mode']} mode"
@@ -64,15 +65,15 @@ def answer(rows: pd.DataFrame) -> str:
             fastest = exact.groupby("strategy_mode").head(1).set_index("strategy_mode")
             line = (
                 f"fastest exact: {best['strategy']} ({mode}), "
-                f"{ratio_text(best, t0)} x the forward-difference loop"
+                f"{ratio_phrase(best, t0, 'the forward-difference loop')}"
             )
             if {"forward", "reverse"} <= set(fastest.index):
-                ratio = ratio_text(fastest.loc["forward"], fastest.loc["reverse"])
-                line += f"; best forward / best reverse = {ratio}"
+                ratio = ratio_phrase(fastest.loc["forward"], fastest.loc["reverse"], "best reverse")
+                line += f"; best forward: {ratio}"
             batched = group[group["strategy"] == "fd_forward"]
             if not batched.empty:
-                share = ratio_text(batched.iloc[0], t0)
-                line += f"; the batched forward difference takes {share} x the loop"
+                share = ratio_phrase(batched.iloc[0], t0, "the loop")
+                line += f"; the batched forward difference takes {share}"
             if len(exact) > 1:
                 runner = exact.iloc[1]
                 if why := disagreement(best, runner) or unsettled(best, runner):

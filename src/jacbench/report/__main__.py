@@ -57,8 +57,18 @@ def main(argv: list[str] | None = None) -> int:
         print(text)
         print(f"written: {path}")
         return 0
-    for path in write_report(args.results, args.out):
-        print(f"written: {path}")
+    from jacbench.record.parquet import read_results
+    from jacbench.report.console import print_findings
+    from jacbench.report.display import make_console
+    from jacbench.report.screen import screen
+
+    rows = screen(read_results(args.results))
+    print_findings(rows, make_console())
+    written = write_report(rows, args.out)
+    print(
+        f"written: {', '.join(str(p) for p in written if p.suffix in ('.md', '.html'))} "
+        f"and {sum(p.suffix == '.png' for p in written)} figures (PNG and SVG) in {args.out}"
+    )
     return 0
 
 

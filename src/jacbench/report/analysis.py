@@ -7,7 +7,14 @@ from dataclasses import dataclass
 import pandas as pd
 
 from jacbench.core.enums import Kind, Status
-from jacbench.report.display import cell, factor_text, seconds_text, time_text, verdict_text
+from jacbench.report.display import (
+    UNSETTLED_RATIO,
+    cell,
+    factor_text,
+    seconds_text,
+    time_text,
+    verdict_text,
+)
 from jacbench.report.problems import DEFAULT_STRATEGY, good, latest_ok
 from jacbench.timing.rule import Order, settled_ratio, unsettled, verdict
 
@@ -37,7 +44,6 @@ def problem_lines(rows: pd.DataFrame) -> list[list[str]]:
     ok = latest_ok(rows).sort_values("time_median_s")
     lines = []
     for _, r in ok.iterrows():
-        speedup = None if base is None else settled_ratio(base, r)
         colours = f" ({int(r['n_colors'])} colours)" if pd.notna(r["n_colors"]) else ""
         lines.append(
             [
@@ -46,7 +52,7 @@ def problem_lines(rows: pd.DataFrame) -> list[list[str]]:
                 str(r["strategy_mode"] or "-"),
                 "ok",
                 time_text(r),
-                _speedup_text(speedup, base is not None and r["strategy"] != DEFAULT_STRATEGY),
+                _speedup_text(r, base),
                 cell(r["err_eps"], ".3g"),
                 verdict_text(r["within_tol"], r["undecided_reason"]),
             ]
@@ -54,11 +60,16 @@ def problem_lines(rows: pd.DataFrame) -> list[list[str]]:
     return lines
 
 
-def _speedup_text(speedup: float | None, compared: bool) -> str:
-    """``3.7x``, or "tied" where the rule cannot tell the two apart."""
-    if speedup is not None:
-        return f"{factor_text(speedup)}x"
-    return "tied" if compared else "-"
+def _speedup_text(row: pd.Series, base: pd.Series | None) -> str:
+    """The default's time over this row's: ``3.7x``; ``1x`` for the default itself; "n/a"
+    where the default was not measured; ``UNSETTLED_RATIO`` where the rule does not settle
+    the order. Never a verdict word in a number column."""
+    if base is None:
+        return "n/a"
+    if row["label"] == base["label"]:
+        return "1x"
+    speedup = settled_ratio(base, row)
+    return f"{factor_text(speedup)}x" if speedup is not None else UNSETTLED_RATIO
 
 
 def not_ok_lines(rows: pd.DataFrame) -> list[list[str]]:
@@ -91,8 +102,8 @@ class Alternative:
     faster: float | None  # how many times faster the approximate one is; None when tied
 
     def ratio(self, word: str) -> str:
-        """``3.1x faster`` (or slower), or "tied" where the rule cannot tell them apart."""
-        return "tied" if self.faster is None else f"{factor_text(self.faster)}x {word}"
+        """``3.1x faster`` (or slower), or "not settled" where the rule does not settle it."""
+        return "not settled" if self.faster is None else f"{factor_text(self.faster)}x {word}"
 
 
 @dataclass(frozen=True)
@@ -134,8 +145,6 @@ class Recommendation:
             text += f"; {factor_text(self.speedup_vs_default)}x faster than {DEFAULT_STRATEGY}"
         elif self.versus_default:
             text += f"; {self.versus_default}"
-        else:
-            text += f"; {DEFAULT_STRATEGY} was not measured"
         return text + "." + self.alternative_sentence()
 
     def alternative_sentence(self) -> str:

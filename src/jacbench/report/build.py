@@ -9,7 +9,7 @@ import pandas as pd
 
 from jacbench.record.parquet import read_results
 from jacbench.report import analysis, grid, heatmaps, plots
-from jacbench.report.display import NOISY, NOISY_LEGEND
+from jacbench.report.display import NOISY, NOISY_LEGEND, legend_if_unsettled
 from jacbench.report.problems import normalise, problems
 from jacbench.report.render import Document
 from jacbench.report.screen import screen
@@ -94,6 +94,8 @@ def write_report(source: Path | pd.DataFrame, out: Path) -> list[Path]:
             doc.table(analysis.HEADER, lines)
             if any(line[4].endswith(NOISY) for line in lines):
                 doc.paragraph(NOISY_LEGEND)
+            for legend in legend_if_unsettled(lines, 5):
+                doc.paragraph(legend)
         bad = analysis.not_ok_lines(group)
         if bad:
             doc.paragraph("Failed or skipped:")

@@ -14,12 +14,11 @@ from jacbench.core.enums import Status
 from jacbench.record.result import Result
 from jacbench.timing.noise import is_noisy
 from jacbench.timing.rule import (
-    Order,
+    decimals,
     digits,
     interval_of,
     settled_ratio,
     time_unit,
-    verdict,
 )
 
 if TYPE_CHECKING:
@@ -84,21 +83,47 @@ def time_text(row: Mapping[str, object]) -> str:
     return f"{text} {NOISY}" if is_noisy(row.get("timing_warning")) else text
 
 
+UNSETTLED_RATIO = "-"
+UNSETTLED_LEGEND = (
+    f"{UNSETTLED_RATIO} in a ratio column: the rule does not settle the order (tied, "
+    "contended or without an interval: docs/columns.md), so no ratio is quoted"
+)
+
+
 def ratio_text(a: Mapping[str, object], b: Mapping[str, object]) -> str:
-    """A's time over B's (``3.7``) where the rule tells them apart, else "tied" (or "?" where
-    either has no interval): a ratio is never quoted from times the rule cannot order."""
+    """A's time over B's (``3.7``) where the rule settles their order, else
+    ``UNSETTLED_RATIO``: a number column never holds a verdict word, and a ratio is never
+    quoted from times the rule cannot order."""
     if a.get("job_id") is not None and a.get("job_id") == b.get("job_id"):
         return "1"  # the same row
     ratio = settled_ratio(a, b)
-    if ratio is not None:
-        return factor_text(ratio)
-    return "tied" if verdict(a, b).order == Order.TIED else "?"
+    return UNSETTLED_RATIO if ratio is None else factor_text(ratio)
+
+
+def ratio_phrase(a: Mapping[str, object], b: Mapping[str, object], of: str) -> str:
+    """Prose for A's time over B's: ``0.06 x <of>``, or ``not settled against <of>`` where
+    the rule does not settle the order."""
+    ratio = ratio_text(a, b)
+    return f"not settled against {of}" if ratio == UNSETTLED_RATIO else f"{ratio} x {of}"
+
+
+def legend_if_unsettled(lines: list[list[str]], column: int) -> list[str]:
+    """``[UNSETTLED_LEGEND]`` where a table's ratio ``column`` shows an unsettled order."""
+    return [UNSETTLED_LEGEND] if any(line[column] == UNSETTLED_RATIO for line in lines) else []
 
 
 def verdict_text(within_tol: object, undecided: object = "") -> str:
     if isinstance(undecided, str) and undecided:
         return "undecided"
     return "-" if missing(within_tol) else ("yes" if within_tol else "NO")
+
+
+def _in_unit_of(seconds: float | None, reference: float) -> str:
+    """``seconds`` in ``reference``'s unit, so that a cell holds one unit."""
+    if seconds is None:
+        return "-"
+    unit, scale = time_unit(reference)
+    return f"{seconds * scale:.{decimals(reference * scale)}f} {unit}"
 
 
 def _bytes(n: int | None) -> str:
@@ -158,6 +183,11 @@ def _strategy(result: Result) -> str:
         + (f" ({how})" if how else "")
         + (f": chose {result.chosen_strategy}" if result.chosen_strategy else "")
         + (f" ({result.decided_by})" if result.decided_by else "")
+        + (
+            f", tier {result.tier} (every move made before timing: the first call includes them)"
+            if result.tier
+            else ""
+        )
         + _sparsity(result)
     )
 
@@ -170,7 +200,7 @@ def _measured_rows(result: Result) -> list[tuple[str, str]]:
             (
                 "median time",
                 f"{time_text(dataclasses.asdict(result))}  (95% interval of the median; "
-                f"IQR {cell(result.time_iqr_s, '.1e')} s)"
+                f"IQR {_in_unit_of(result.time_iqr_s, result.time_median_s)})"
                 + (f"  [yellow]noisy: {result.timing_warning}[/]" if result.timing_warning else ""),
             )
         )
@@ -186,7 +216,9 @@ def _measured_rows(result: Result) -> list[tuple[str, str]]:
             )
         )
     if result.first_call_s is not None:
-        rows.append(("first call", f"{result.first_call_s:.3e} s  (setup + first execution)"))
+        rows.append(
+            ("first call", f"{seconds_text(result.first_call_s)}  (setup + first execution)")
+        )
     if result.peak_mem_bytes is not None:
         rows.append(
             ("peak memory", f"{_bytes(result.peak_mem_bytes)}  ({result.memory_method or '-'})")
@@ -232,6 +264,9 @@ def print_result(result: Result, console: Console | None = None, with_reason: bo
     (console or make_console()).print(result_table(result, with_reason))
 
 
+NUMBER_COLUMNS = {"median time [95% interval]", "rel_err", "job"}
+
+
 def summary_table(rows: pd.DataFrame, missing_jobs: list[int]) -> Table:
     """One line per job of a sweep, read from the recorded rows (never the live objects)."""
     table = Table(title="jacbench sweep summary")
@@ -247,7 +282,11 @@ def summary_table(rows: pd.DataFrame, missing_jobs: list[int]) -> Table:
         "verdict",
         "note",
     ):
-        table.add_column(name, justify="right" if name in ("job", "rel_err") else "left")
+        table.add_column(
+            name,
+            justify="right" if name in ("job", "rel_err") else "left",
+            no_wrap=name in NUMBER_COLUMNS,  # never "942 \nus"
+        )
     for _, row in rows.iterrows():
         status = str(row["status"])
         note = "already done (resumed)" if bool(row.get("resumed")) else str(row["error_message"])
@@ -261,7 +300,7 @@ def summary_table(rows: pd.DataFrame, missing_jobs: list[int]) -> Table:
             time_text(row),
             cell(row["rel_err"], ".2e"),
             verdict_text(row.get("within_tol"), row.get("undecided_reason")),
-            note[:80],
+            note,
         )
     if "timing_warning" in rows and rows["timing_warning"].map(is_noisy).any():
         table.caption = NOISY_LEGEND

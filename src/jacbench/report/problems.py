@@ -73,7 +73,8 @@ def problem_title(key: tuple, variants_of_model: int) -> str:
     title += f", wrt {wrt}" if wrt == "params" else ""
     title += f") {dtype} {device}"
     if variants_of_model > 1:  # several configurations of one model: say which
-        title += " " + _options_text(model_options, skip=("_target_", "name", "wrt", "batch"))
+        skip = ("_target_", "name", "wrt", "batch", "n_in", "n_out")  # N and M are in the title
+        title += " " + _options_text(model_options, skip=skip)
     return title
 
 

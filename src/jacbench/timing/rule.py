@@ -66,10 +66,19 @@ class Interval:
     n_blocks: int
 
     def text(self) -> str:
-        """``1.14 ms [1.10-1.20]``: the median and its interval, in one unit."""
+        """``1.14 ms [1.10-1.60]``: the median and its interval in one unit, all three with the
+        decimals of the median's three significant digits."""
         unit, scale = time_unit(self.median)
-        median, low, high = (digits(v * scale) for v in (self.median, self.low, self.high))
+        places = decimals(self.median * scale)
+        median, low, high = (f"{v * scale:.{places}f}" for v in (self.median, self.low, self.high))
         return f"{median} {unit} [{low}-{high}]"
+
+
+def decimals(value: float) -> int:
+    """Decimal places that give ``value`` three significant digits (none from 100 up)."""
+    if value == 0 or not math.isfinite(value):
+        return 0
+    return max(0, 2 - math.floor(math.log10(abs(value))))
 
 
 def digits(value: float) -> str:

@@ -16,19 +16,16 @@ from jacbench.run.sweep.state import SweepState
 
 
 def reused_note(rows: Any) -> str:
-    """The rows the answer reused from an earlier command (resume), with when each was
-    measured: their times were taken under that command's machine load, not this one's."""
+    """One line on the rows the answer reused from an earlier command (resume): how many and
+    when they were measured (their times were taken under that command's machine load)."""
     if "resumed" not in rows or not rows["resumed"].any():
         return ""
-    reused = rows[rows["resumed"].astype(bool)]
-    when = [
-        f"{r['strategy']} {r['dtype']} ({r['model']}): measured "
-        f"{r['started_at']:%Y-%m-%d %H:%M} UTC"
-        for _, r in reused.iterrows()
-    ]
+    when = rows.loc[rows["resumed"].astype(bool), "started_at"]
+    first, last = f"{when.min():%Y-%m-%d %H:%M}", f"{when.max():%Y-%m-%d %H:%M}"
+    span = first if first == last else f"{first} to {last}"
     return (
-        f"\n\nReused from earlier commands ({len(when)} row(s), timed under that load, not "
-        "this sweep's; run with force=true to measure them again): " + "; ".join(when) + "."
+        f"\n\nReused {len(when)} row(s) measured by earlier commands ({span} UTC, under that "
+        "load; force=true measures them again)."
     )
 
 

@@ -10,7 +10,6 @@ from pathlib import Path
 from typing import Any
 
 import pyarrow as pa
-from rich.text import Text
 
 from jacbench.core.enums import Status
 from jacbench.record.mlflow_run import ParentOutcome
@@ -169,12 +168,8 @@ def untracked_jobs(records: Iterable[dict[str, Any]]) -> str:
 
 
 def print_recommendations(rows: Any, console: Any) -> None:
-    """Every sweep ends with its recommendation, one line per problem, as the report and the
-    MLflow parent give it."""
-    from jacbench.report.analysis import recommend  # pandas: once the jobs are done
-    from jacbench.report.problems import normalise, problems
+    """Every sweep ends with its recommendation, one line per problem (as
+    ``python -m jacbench.report`` prints it)."""
+    from jacbench.report.console import print_recommendations as recommendations  # pandas
 
-    labelled, _ = normalise(rows)
-    for title, group in problems(labelled):
-        sentence = recommend(title, group).sentence().replace("**", "")
-        console.print(Text(f"Recommended: {sentence}"))
+    recommendations(rows, console)
