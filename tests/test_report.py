@@ -231,8 +231,8 @@ def test_report_cli_on_a_real_sweep_and_the_parent_run_carries_it(cli, tmp_path:
     results = str(cli.folder / "results")
     assert report_main(["--compare", results, results, "--out", str(out)]) == 0
     same = capsys.readouterr().out
-    assert "12 matched jobs; flags: 12 same;" in same
-    assert "(after / before): 1." in same and "| slower |" not in same
+    assert "12 matched jobs, compared by CPU time per call: 12 same." in same
+    assert "slower" not in same
 
 
 def test_the_report_command_checks_its_arguments_before_importing_torch_pandas_matplotlib():
@@ -298,8 +298,9 @@ def test_the_same_sweep_beside_a_competing_process_compares_with_no_flag(cli, ca
     before, after = (str(cli.folder / name) for name in ("quiet", "loaded"))
     assert report_main(["--compare", before, after, "--out", str(cli.folder / "cmp")]) == 0
     text = capsys.readouterr().out
-    flags = text.partition("flags: ")[2].partition(";")[0]
-    assert "4 matched jobs" in text and "faster" not in flags and "slower" not in flags, text
+    verdict = text.splitlines()[0]
+    assert verdict.startswith("4 matched jobs") and "faster" not in verdict, text
+    assert "slower" not in verdict, text
 
 
 def test_report_help_says_what_it_writes_and_what_it_reads(capsys):
@@ -359,3 +360,23 @@ def test_foreign_files_and_copies_are_not_counted_as_jobs(tmp_path, capsys):
     assert "foreign.parquet (not a jacbench result" in err
     assert (results / ".quarantine" / "foreign.parquet").exists()
     assert "1 recorded jobs" in (tmp_path / "report" / "report.md").read_text()
+
+
+def test_compare_opens_with_one_verdict_line_and_writes_html_beside_markdown(tmp_path):
+    """Issue 44: compare printed a bare 'geometric-mean ratio 1.22' with no headline verdict,
+    did not say which time it compared, and was markdown only."""
+    from jacbench.record.parquet import write_result
+    from jacbench.report.compare import compare_report
+
+    before_dir, after_dir = tmp_path / "before", tmp_path / "after"
+    same = dict(config_hash="s", strategy="jacfwd", strategy_mode="forward")
+    write_result(make_result(time_median_s=1e-4, config_hash="a", job_id="1" * 16), before_dir)
+    write_result(make_result(time_median_s=1e-4, job_id="2" * 16, **same), before_dir)
+    write_result(make_result(time_median_s=3e-4, config_hash="a", job_id="3" * 16), after_dir)
+    write_result(make_result(time_median_s=1.01e-4, job_id="4" * 16, **same), after_dir)
+    path, verdict = compare_report(before_dir, after_dir, tmp_path / "out")
+    assert verdict == "2 matched jobs, compared by CPU time per call: 1 slower, 1 same."
+    text = path.read_text()
+    assert text.splitlines()[2] == f"**{verdict}**"  # the first thing under the title
+    page = (tmp_path / "out" / "compare.html").read_text()
+    assert verdict in page and "<table>" in page

@@ -53,9 +53,9 @@ def main(argv: list[str] | None = None) -> int:
     from jacbench.report.compare import compare_report
 
     if args.compare:
-        path, text = compare_report(*args.compare, args.out)
-        print(text)
-        print(f"written: {path}")
+        path, verdict = compare_report(*args.compare, args.out)
+        print(verdict)
+        print(f"written: {path} and {path.with_suffix('.html')}")
         return 0
     from jacbench.record.parquet import read_results
     from jacbench.report.console import print_findings

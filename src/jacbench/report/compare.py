@@ -11,7 +11,7 @@ import pandas as pd
 from jacbench.core.enums import Status
 from jacbench.record.parquet import read_results
 from jacbench.report.problems import PROBLEM_KEYS, normalise
-from jacbench.report.render import markdown_table
+from jacbench.report.render import Document
 from jacbench.report.screen import screen
 from jacbench.timing.rule import CONTENDED, Basis, compare_intervals, contention, interval_of
 
@@ -96,16 +96,44 @@ def compare(before: pd.DataFrame, after: pd.DataFrame) -> tuple[pd.DataFrame, fl
     return pairs, geomean
 
 
+FLAG_ORDER = ("faster", "slower", "same", "unsure", "unknown")
+
+
+def headline(pairs: pd.DataFrame) -> str:
+    """The verdict in one line: how many matched jobs are faster, slower, the same or unsure
+    (and why unsure), and which time was compared."""
+    kinds = pairs["flag"].str.split(" ", n=1).str[0]
+    counts = kinds.value_counts().to_dict()
+    parts = [f"{counts[k]} {k}" for k in FLAG_ORDER if counts.get(k)]
+    unsure = []
+    contended = int(kinds.eq("unsure").sum())
+    if contended:
+        unsure.append(f"{contended} told apart while a side waited for its core")
+    no_interval = int(kinds.eq("unknown").sum())
+    if no_interval:
+        unsure.append(f"{no_interval} without an interval")
+    bases = sorted(set(pairs["basis"]))
+    basis = " and ".join(
+        {"cpu": "CPU time per call", "wall": "wall time per call"}[b] for b in bases
+    )
+    why = f" ({'; '.join(unsure)})" if unsure else ""
+    return f"{len(pairs)} matched jobs, compared by {basis}: {', '.join(parts)}{why}."
+
+
 def compare_report(before_dir: Path, after_dir: Path, out: Path) -> tuple[Path, str]:
+    """compare.md and compare.html: the headline verdict first, then each matched job."""
     pairs, geomean = compare(screen(read_results(before_dir)), screen(read_results(after_dir)))
     out.mkdir(parents=True, exist_ok=True)
-    lines = [f"# jacbench compare: {before_dir} -> {after_dir}", ""]
+    doc = Document(f"jacbench compare: {before_dir} -> {after_dir}")
     if pairs.empty:
-        lines.append(
-            "No job of one set matches a job of the other (by config_hash, or by "
-            "problem and strategy)."
+        verdict = (
+            "No job of one set matches a job of the other (by config_hash, or by problem and "
+            "strategy)."
         )
+        doc.paragraph(verdict)
     else:
+        verdict = headline(pairs)
+        doc.paragraph(f"**{verdict}**")
         table = [
             [
                 r["label"],
@@ -120,29 +148,19 @@ def compare_report(before_dir: Path, after_dir: Path, out: Path) -> tuple[Path, 
             for _, r in pairs.sort_values("ratio", ascending=False, key=_sort_key).iterrows()
         ]
         header = ["strategy", "problem", "before", "after", "after / before", "flag", "time"]
-        lines += [markdown_table([*header, "matched by"], table), ""]
-        counts = pairs["flag"].value_counts().to_dict()
-        unsettled = {
-            side: int((pairs[f"{side}_text"] == NO_INTERVAL).sum()) for side in ("before", "after")
-        }
+        doc.table([*header, "matched by"], table)
         mean = "-" if geomean is None else f"{geomean:.3g}"
-        lines.append(
-            f"{len(pairs)} matched jobs; flags: "
-            + ", ".join(f"{v} {k}" for k, v in sorted(counts.items()))
-            + f"; rows without an interval (unsettled): {unsettled['before']} before, "
-            f"{unsettled['after']} after. "
-            f"Geometric-mean time ratio (after / before): {mean}. "
-            f"A row is flagged faster or slower only where the 95% intervals of the two "
-            f"medians do not overlap and the ratio is beyond {THRESHOLD}x; times are CPU time "
-            "per call on CPU devices (a busy machine moves it less than wall time), wall "
-            "time elsewhere; "
-            f"'unsure (contended)': told apart, but one side's process waited for its core "
-            f"while timed (CPU/wall per thread below {CONTENDED}), which raises CPU time too."
+        doc.paragraph(
+            f"Geometric-mean time ratio (after / before): {mean}. A row is flagged faster or "
+            f"slower only where the 95% intervals of the two medians do not overlap and the "
+            f"ratio is beyond {THRESHOLD}x; times are CPU time per call on CPU devices (a busy "
+            "machine moves it less than wall time), wall time elsewhere; 'unsure (contended)': "
+            "told apart, but one side's process waited for its core while timed (CPU/wall per "
+            f"thread below {CONTENDED}), which raises CPU time too; 'unknown': a side has no "
+            "interval."
         )
-    text = "\n".join(lines) + "\n"
-    path = out / "compare.md"
-    path.write_text(text)
-    return path, text
+    md, _ = doc.write(out, "compare")
+    return md, verdict
 
 
 def _conditions(pair: pd.Series, side: str) -> str:

@@ -82,8 +82,8 @@ class Document:
             f"{html.escape(caption)}</figcaption></figure>"
         )
 
-    def write(self, folder: Path) -> tuple[Path, Path]:
-        md, page = folder / "report.md", folder / "report.html"
+    def write(self, folder: Path, stem: str = "report") -> tuple[Path, Path]:
+        md, page = folder / f"{stem}.md", folder / f"{stem}.html"
         md.write_text("\n".join(self.md) + "\n")
         page.write_text("\n".join([*self.html, "</body></html>"]) + "\n")
         return md, page
