@@ -94,10 +94,15 @@ def realistic_rows() -> pd.DataFrame:
     dense = {"model": "dense", "n_in": 6, "n_out": 6, "n_colors": 6, "pattern_density": 1.0}
     results.append(row("sparse_jacfwd", 0.05, jacobian=[1.0] * 36, **dense))
     for n, m in ((4, 4), (4, 256), (256, 4), (256, 256)):  # a map: N x M, three strategies
-        for strategy, mode, ms in (("jacfwd", "forward", n), ("jacrev", "reverse", m)):
-            shape = {"n_in": n, "n_out": m, "model": "map_dense", "jacobian": None}
-            results.append(row(strategy, ms * 1e-3, strategy_mode=mode, **shape))
-        results.append(row("auto", min(n, m) * 1.2e-3, strategy_mode="auto", **shape))
+        shape = {"n_out": m, "model": "map_dense", "jacobian": None}
+        for strategy, mode, ms in (
+            ("jacfwd", "forward", n * 1e-3),
+            ("jacrev", "reverse", m * 1e-3),
+            ("auto", "auto", min(n, m) * 1.2e-3),
+        ):
+            key = f"map-{strategy}-{n}-{m}"
+            job = hashlib.md5(key.encode()).hexdigest()[:16]
+            results.append(row(strategy, ms, n, strategy_mode=mode, job_id=job, **shape))
     return normalise(pd.DataFrame([r.__dict__ for r in results]))[0]
 
 
@@ -304,3 +309,103 @@ def test_tables_and_sentences_give_times_and_speedups_to_three_digits(tmp_path):
     assert "runner-up jacfwd (1.4x slower); 264x faster than functional" in text
     assert "use **jacrev** (13.9 s)" in text and "1234x faster than functional" in text
     assert "e-0" not in text and "e+0" not in text
+
+
+def two_dtype_differences() -> pd.DataFrame:
+    """Issue 44: short names, an approximate tolerance per dtype: the legend was wider than
+    the figure, its markers and 'err_eps 6.71e+09' cut at the edges."""
+    rows = [
+        row("fd_central", 0.2, dtype="float64", kind="approximate", err_eps=6.71e9, tolerance=1e-6),
+        row("fd_forward", 0.3, dtype="float64", kind="approximate", err_eps=3e7, tolerance=1.5e-6),
+        row("fd_central", 0.21, kind="approximate", err_eps=6.71e5),
+        row("jacrev", 0.25),
+        row("jacrev", 0.26, dtype="float64"),
+    ]
+    return normalise(pd.DataFrame([r.__dict__ for r in rows]))[0]
+
+
+def test_no_legend_is_cut_at_the_figures_edges(report):
+    _, figures, _ = report
+    small = plots.accuracy_per_strategy(two_dtype_differences())
+    for name, fig in [*figures.items(), ("two dtypes", small)]:
+        FigureCanvasAgg(fig) if not hasattr(fig.canvas, "get_renderer") else None
+        fig.canvas.draw()
+        page = fig.bbox
+        for legend in [*fig.legends, *(ax.get_legend() for ax in fig.axes)]:
+            if legend is None:
+                continue
+            box = legend.get_window_extent()
+            assert page.x0 - 1 <= box.x0 and box.x1 <= page.x1 + 1, (name, box, page)
+
+
+def test_a_kinds_tolerances_in_two_dtypes_are_drawn_in_two_styles():
+    fig = plots.accuracy_per_strategy(two_dtype_differences())
+    styles = {line.get_label(): line.get_linestyle() for line in fig.legends[0].get_lines()}
+    approximate = [s for label, s in styles.items() if "approximate" in label]
+    assert len(approximate) == 2 and len(set(approximate)) == 2
+    assert styles["tolerance, exact: err_eps 100"] == "--"
+
+
+def test_every_time_axis_carries_its_intervals_and_no_name_covers_another_point(report):
+    _, figures, _ = report
+    for name in ("time_per_strategy", "speed_vs_accuracy", "time_vs_shape"):
+        fig = figures[name]
+        bars = [c for ax in fig.axes for c in ax.containers if hasattr(c, "has_xerr")]
+        assert bars and all(b.has_xerr or b.has_yerr for b in bars), name
+    fig = figures["speed_vs_accuracy"]
+    FigureCanvasAgg(fig) if not hasattr(fig.canvas, "get_renderer") else None
+    fig.canvas.draw()
+    renderer = fig.canvas.get_renderer()
+    for ax in fig.axes:
+        points = [
+            tuple(ax.transData.transform(xy))
+            for collection in ax.collections
+            if collection.get_label() and not collection.get_label().startswith("_")
+            for xy in collection.get_offsets()
+        ]
+        for text in ax.texts:
+            box = Text.get_window_extent(text, renderer)
+            own = tuple(ax.transData.transform(text.xy))
+            others = [p for p in points if p != own]
+            assert not any(box.contains(*p) for p in others), text.get_text()
+
+
+def test_a_family_swept_over_n_and_m_is_a_map_not_a_curve_of_n_over_m(report):
+    _, figures, _ = report
+    labels = figures["time_vs_shape"].axes[0].get_legend_handles_labels()[1]
+    assert labels and not any("map_dense" in label for label in labels)
+
+
+def test_points_of_different_problems_are_told_apart():
+    """Issue 44: the accuracy plot drew every problem's point of a strategy alike."""
+    rows = pd.concat(
+        [two_dtype_differences(), normalise(pd.DataFrame([row("jacrev", 0.3, 64).__dict__]))[0]]
+    )
+    fig = plots.accuracy_per_strategy(rows)
+    legend = [t.get_text() for t in fig.legends[0].get_texts()]
+    assert "mlp (N=8, M=6)" in legend and "mlp (N=64, M=6)" in legend
+    ax = fig.axes[0]
+    jacrev = ax.get_yticklabels().index(
+        next(t for t in ax.get_yticklabels() if t.get_text() == "jacrev")
+    )
+    markers, rows_at = set(), set()
+    for collection in ax.collections:
+        for x, y in collection.get_offsets():
+            if round(y) == jacrev:
+                markers.add(collection.get_paths()[0].vertices.tobytes())
+                rows_at.add(round(float(y), 3))
+    assert len(markers) == 2  # two problems' jacrev points, each with its own marker
+    assert len(rows_at) >= 2  # and side by side within the strategy's row, not one on another
+
+
+def test_a_sweep_of_many_problems_draws_no_figure_a_panel_per_problem(tmp_path):
+    """The map's 150 problems would make per-problem figures 90000 px tall: they are left out,
+    and the report says why."""
+    many = [row("jacrev", 0.1 + i / 100, 2 + i) for i in range(plots.MAX_PROBLEM_PANELS + 1)]
+    rows = normalise(pd.DataFrame([r.__dict__ for r in many]))[0]
+    written = {p.name for p in write_report(rows, tmp_path)}
+    assert "time_per_strategy.png" not in written and "speed_vs_accuracy.png" not in written
+    assert (
+        "drawn for up to 20 problems; this result set has 21"
+        in (tmp_path / "report.md").read_text()
+    )

@@ -105,6 +105,12 @@ def write_report(source: Path | pd.DataFrame, out: Path) -> list[Path]:
     for path, width in shown:
         doc.image(path, CAPTIONS[path.stem], width)
     absent = [CAPTIONS[n] for n in CAPTIONS if n not in figures]
+    if len(groups) > plots.MAX_PROBLEM_PANELS:
+        doc.paragraph(
+            f"Figures with a panel per problem are drawn for up to {plots.MAX_PROBLEM_PANELS} "
+            f"problems; this result set has {len(groups)} (the tables above and any map cover "
+            "them)."
+        )
     if absent:
         doc.paragraph("Not drawn (no data for them in this result set): " + "; ".join(absent))
     return [*doc.write(out), *written]

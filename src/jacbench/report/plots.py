@@ -51,6 +51,8 @@ KIND_COLORS = {
 }
 KIND_MARKERS = {Kind.EXACT: "o", Kind.APPROXIMATE: "D", Kind.NEGATIVE_CONTROL: "x"}
 DTYPE_MARKERS = {"float64": "s", "float32": "o", "float16": "^", "bfloat16": "v"}
+PROBLEM_MARKERS = ("o", "s", "^", "v", "D", "P", "X", "<")  # up to 8 problems told apart
+MAX_PROBLEM_PANELS = 20  # figures with a panel per problem: drawn up to this many problems
 # machine epsilon per dtype name: the err_eps unit, for the tolerance lines (no torch here)
 DTYPE_EPS = {"float64": 2.0**-52, "float32": 2.0**-23, "float16": 2.0**-10, "bfloat16": 2.0**-7}
 TOLERANCE_STYLES = ("--", ":", "-.", (0, (5, 2, 1, 2)))
@@ -221,16 +223,26 @@ def _tick_priority(entry) -> tuple[bool, bool, float]:
 
 
 def figure_legend(fig: Figure, handles: list, ncols: int = 3) -> None:
-    """One legend for the whole figure, above its panels, where it hides no point."""
+    """One legend for the whole figure, above its panels, where it hides no point; in as
+    many columns (at most ``ncols``) as fit the figure's width, the figure widened (to
+    ``MAX_WIDTH_IN``) where one column does not, so no entry is cut at its edges."""
     unique = {h.get_label(): h for h in handles}
-    fig.legend(
-        list(unique.values()),
-        list(unique),
-        loc="outside upper center",
-        ncols=min(ncols, len(unique)),
-        fontsize=SMALL,
-        frameon=False,
-    )
+    for columns in range(min(ncols, len(unique)), 0, -1):
+        legend = fig.legend(
+            list(unique.values()),
+            list(unique),
+            loc="outside upper center",
+            ncols=columns,
+            fontsize=SMALL,
+            frameon=False,
+        )
+        fig.draw_without_rendering()
+        width = legend.get_window_extent().width / fig.dpi
+        if width <= fig.get_figwidth() or columns == 1:
+            break
+        legend.remove()
+    if width > fig.get_figwidth():
+        fig.set_figwidth(min(MAX_WIDTH_IN, width + 0.2))
 
 
 def _tolerances(rows: pd.DataFrame) -> dict[tuple[str, float], str]:
@@ -253,10 +265,18 @@ KIND_TOLERANCE_STYLES = {Kind.EXACT: "--", Kind.APPROXIMATE: ":", Kind.NEGATIVE_
 
 
 def _tolerance_lines(ax, rows: pd.DataFrame, vertical: bool = False) -> list[Line2D]:
-    """The rows' tolerances drawn across ``ax``; returns their legend entries."""
+    """The rows' tolerances drawn across ``ax``, each in a line style of its own (a kind's
+    tolerances in several dtypes told apart); returns their legend entries."""
+    found = sorted(_tolerances(rows).items())
+    firsts = {kind: (kind, value) for (kind, value), _ in reversed(found)}  # each kind's first
+    dashes = {key: KIND_TOLERANCE_STYLES.get(kind, "-.") for kind, key in firsts.items()}
+    for key, _ in found:  # the same kind in another dtype: a style no other line has
+        if key not in dashes:
+            used = set(dashes.values())
+            dashes[key] = next((d for d in TOLERANCE_STYLES if d not in used), "-.")
     entries = []
-    for (kind, value), who in sorted(_tolerances(rows).items()):
-        style = {"ls": KIND_TOLERANCE_STYLES.get(kind, "-."), "lw": 1.2, "color": "0.3"}
+    for (kind, value), who in found:
+        style = {"ls": dashes[(kind, value)], "lw": 1.2, "color": "0.3"}
         (ax.axvline if vertical else ax.axhline)(value, label="_tolerance", **style)
         entries.append(Line2D([], [], label=f"tolerance, {who}: err_eps {value:g}", **style))
     return entries
@@ -289,6 +309,18 @@ def _names_width(names) -> float:
 def _row_pitch(names) -> float:
     """Inches per row of a categorical axis: room for its tallest (wrapped) name."""
     return 0.2 + 0.17 * max((name.count("\n") + 1 for name in names), default=1)
+
+
+def _problem_names(rows: pd.DataFrame) -> pd.Series:
+    """``model (N=.., M=..)`` of each row: a problem without its dtype (colour tells that)."""
+    return (
+        rows["model"].astype(str)
+        + " (N="
+        + rows["n_in"].astype(str)
+        + ", M="
+        + rows["n_out"].astype(str)
+        + ")"
+    )
 
 
 def time_per_strategy(
@@ -362,18 +394,33 @@ def accuracy_per_strategy(rows: pd.DataFrame) -> Figure | None:
         figsize=(_names_width(names), _row_pitch(names) * len(labels) + 2.0),
         layout="constrained",
     )
-    handles = []
-    for dtype, group in ok.groupby("dtype"):
-        y = [labels.index(label) for label in group["label"]]
-        handles.append(
-            ax.scatter(
-                group["err_eps"].clip(lower=ZERO_ERR),
-                y,
-                label=str(dtype),
-                marker=DTYPE_MARKERS.get(str(dtype), "D"),
-                alpha=0.7,
-            )
+    handles: list = []
+    ok = ok.assign(problem=_problem_names(ok))
+    told = ok["problem"].nunique() if ok["problem"].nunique() <= len(PROBLEM_MARKERS) else 0
+    series = list(ok.groupby(["problem", "dtype"] if told else ["dtype"]))
+    colours = {d: f"C{i}" for i, d in enumerate(sorted(ok["dtype"].astype(str).unique()))}
+    problems_ = sorted(ok["problem"].unique())
+    for i, (key, group) in enumerate(series):
+        problem, dtype = key if told else ("", key[0] if isinstance(key, tuple) else key)
+        shift = (i - (len(series) - 1) / 2) * min(0.6 / len(series), 0.12)  # side by side
+        y = [labels.index(label) + shift for label in group["label"]]
+        marker = (
+            PROBLEM_MARKERS[problems_.index(problem)] if told else DTYPE_MARKERS.get(str(dtype))
         )
+        ax.scatter(
+            group["err_eps"].clip(lower=ZERO_ERR),
+            y,
+            label="_point",
+            color=colours[str(dtype)],
+            marker=marker or "D",
+            alpha=0.75,
+        )
+    handles += [Line2D([], [], ls="", marker="s", color=c, label=d) for d, c in colours.items()]
+    if told:  # each problem's marker, so that points of different problems are told apart
+        handles += [
+            Line2D([], [], ls="", marker=PROBLEM_MARKERS[i], color="0.3", label=name)
+            for i, name in enumerate(problems_)
+        ]
     handles += _tolerance_lines(ax, ok, vertical=True)
     _style(ax)
     ax.set_yticks(range(len(labels)), names)
@@ -394,6 +441,7 @@ def _offsets() -> list[tuple[int, int]]:
 
 
 OFFSETS = _offsets()
+MARKER_HALF_PT = 5  # half a marker's width (points): a star is larger, and labelled "(pick)"
 
 
 def _label_box(anchor: tuple[float, float], size: tuple[float, float], offset, scale: float):
@@ -425,7 +473,11 @@ def name_points(ax, xs, ys, labels, renderer) -> None:
     limits final. Each label is measured once and its box at every offset computed from
     that (a trial label per offset, and a draw per panel, took seconds per report)."""
     scale = ax.figure.dpi / 72.0  # points to pixels
-    placed = []
+    half = MARKER_HALF_PT * scale
+    placed = [  # every point's marker: no name is written over another strategy's point
+        Bbox.from_extents(px - half, py - half, px + half, py + half)
+        for px, py in (ax.transData.transform((x, y)) for x, y in zip(xs, ys, strict=True))
+    ]
     for x, y, label in sorted(zip(xs, ys, labels, strict=True), key=lambda p: (p[0], -p[1])):
         probe = _annotate(ax, label, (x, y), OFFSETS[0])
         extent = Text.get_window_extent(probe, renderer)  # the words, not the leader line
@@ -467,12 +519,23 @@ def speed_vs_accuracy(
     handles = []
     for ax, (title, ok) in zip(axes[:, 0], panels, strict=True):
         for (kind, dtype), group in ok.groupby(["strategy_kind", "dtype"]):
+            colour = KIND_COLORS.get(str(kind))
+            ax.errorbar(
+                group["time_median_s"] * 1e3,
+                group["err_eps"].clip(lower=ZERO_ERR),
+                xerr=_interval_bars(group) * 1e3,
+                fmt="none",
+                ecolor=colour,
+                elinewidth=1.2,
+                capsize=3,
+                zorder=1.8,
+            )
             handles.append(
                 ax.scatter(
                     group["time_median_s"] * 1e3,
                     group["err_eps"].clip(lower=ZERO_ERR),
                     label=f"{kind}, {dtype}",
-                    color=KIND_COLORS.get(str(kind)),
+                    color=colour,
                     marker=DTYPE_MARKERS.get(str(dtype), "D"),
                     alpha=0.8,
                     zorder=2,
@@ -487,7 +550,7 @@ def speed_vs_accuracy(
         ax.margins(0.25)  # room for the names at the edges
         _style(ax)
         ax.set_title(textwrap.fill(title, 100), fontsize=FONT)
-        _log_axis(ax, "x", "median time per Jacobian [ms]")
+        _log_axis(ax, "x", "median time per Jacobian [ms] (bar: 95% interval of the median)")
         zero = f"; 0 drawn at {ZERO_ERR:g}" if (ok["err_eps"] <= 0).any() else ""
         _log_axis(ax, "y", f"err_eps{zero}")
     figure_legend(fig, handles)
@@ -602,38 +665,59 @@ def _family_text(text: str) -> str:
 
 
 def time_vs_shape(problems: list[tuple[str, pd.DataFrame]]) -> Figure | None:
-    """Best forward-mode and reverse-mode time (ms) against N/M, where shapes were swept: one
-    curve per model family and dtype."""
+    """Best forward-mode and reverse-mode time (ms, bars: the 95% interval of the median)
+    against N/M, where one shape axis was swept: one curve per model family and dtype. A
+    family swept over N and M both is drawn as a map (``report.heatmaps``) instead: N/M alone
+    would join points of different sizes into one curve."""
     points = []
     for _, rows in problems:
         exact = good(rows)
         exact = exact[exact["strategy_kind"] == Kind.EXACT]
         for mode, group in exact.groupby("strategy_mode"):
             if mode in (Mode.FORWARD, Mode.REVERSE):
-                first = group.iloc[0]
+                best = group.sort_values("time_median_s").iloc[[0]]
+                low, high = _interval_bars(best)[:, 0] * 1e3
+                first = best.iloc[0]
                 points.append(
                     {
                         "model": str(first["model"]),
                         "dtype": str(first["dtype"]),
                         "family": family(first["model_options"]),
                         "mode": mode,
+                        "n_in": int(first["n_in"]),
+                        "n_out": int(first["n_out"]),
                         "ratio": float(first["n_in"]) / float(first["n_out"]),
-                        "time": float(group["time_median_s"].min()) * 1e3,
+                        "time": float(first["time_median_s"]) * 1e3,
+                        "below": low,
+                        "above": high,
                     }
                 )
     frame = pd.DataFrame(points)
     if frame.empty:
         return None
     frame["series"] = _series_names(frame)
-    series = [(n, g) for n, g in frame.groupby("series") if g["ratio"].nunique() >= 3]
+    series = [
+        (n, g)
+        for n, g in frame.groupby("series")
+        if g["ratio"].nunique() >= 3 and min(g["n_in"].nunique(), g["n_out"].nunique()) == 1
+    ]
     if not series:
         return None
-    fig, ax = _curves_figure("N / M (inputs per output)", "best median time [ms]")
+    fig, ax = _curves_figure(
+        "N / M (inputs per output)", "best median time [ms] (bar: 95% interval)"
+    )
     for name, group in series:
         for mode, style in ((Mode.FORWARD, "-o"), (Mode.REVERSE, "--s")):
             line = group[group["mode"] == mode].sort_values("ratio")
             if len(line):
-                ax.plot(line["ratio"], line["time"], style, label=f"{mode} ({name})")
+                ax.errorbar(
+                    line["ratio"],
+                    line["time"],
+                    yerr=[line["below"], line["above"]],
+                    fmt=style,
+                    capsize=3,
+                    label=f"{mode} ({name})",
+                )
     ax.legend(fontsize=SMALL)
     return finish(fig)
 
@@ -698,14 +782,19 @@ def settled_pick(rec) -> str:
 
 def all_plots(rows: pd.DataFrame, problems: list[tuple[str, pd.DataFrame]]) -> dict[str, Figure]:
     picks = {title: settled_pick(recommend(title, group)) for title, group in problems}
-    # rows of an accuracy question (timing=none) have no time to draw
-    timed = [(t, g.dropna(subset=["time_median_s"])) for t, g in problems]
+    # rows of an accuracy question (timing=none) have no time to draw; a panel per problem
+    # only up to MAX_PROBLEM_PANELS (the map's 150 problems would make a figure 90000 px tall:
+    # its heat maps and the tables cover them)
+    many = len(problems) > MAX_PROBLEM_PANELS
+    timed = [(t, g.dropna(subset=["time_median_s"])) for t, g in ([] if many else problems)]
     figures = {
         "time_per_strategy": time_per_strategy(timed, picks),
         "accuracy_per_strategy": accuracy_per_strategy(rows),
         "speed_vs_accuracy": speed_vs_accuracy(timed, picks),
         "fd_error_vs_eps": fd_error_vs_eps(rows),
-        "time_vs_shape": time_vs_shape(timed),
+        "time_vs_shape": time_vs_shape(
+            [(t, g.dropna(subset=["time_median_s"])) for t, g in problems]
+        ),
         "sparsity_pattern": sparsity_pattern(rows),
     }
     return {name: fig for name, fig in figures.items() if fig is not None}
