@@ -390,7 +390,7 @@ def test_points_of_different_problems_are_told_apart():
     )
     markers, rows_at = set(), set()
     for collection in ax.collections:
-        for x, y in collection.get_offsets():
+        for _x, y in collection.get_offsets():
             if round(y) == jacrev:
                 markers.add(collection.get_paths()[0].vertices.tobytes())
                 rows_at.add(round(float(y), 3))
