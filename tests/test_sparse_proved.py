@@ -270,3 +270,13 @@ def test_compiled_passes_that_froze_a_value_are_compiled_with_guards_instead():
     for x in (torch.randn(8, generator=gen, dtype=torch.float64) for _ in range(20)):
         expected = torch.autograd.functional.jacobian(nonzero_scaled, x)
         assert rel_err(prep(x), expected) < 1e-14
+
+
+def test_a_declared_pattern_that_covers_the_traced_one_is_proved_without_random_points():
+    """Tracing proves a declared pattern that covers its own (cheaper than four calls at
+    random points on ba1); one that does not cover it is checked at random points."""
+    points = torch.randn(1, N, dtype=torch.float64)
+    covers, source = sparsity.find(lambda x: A @ x, points, N, declared=A != 0)
+    assert source == "declared" and covers.proved
+    narrower, _ = sparsity.find(relu_map, X6.reshape(1, -1), 6, declared=AT_X0_ONLY.expand(6, 6))
+    assert not narrower.proved
