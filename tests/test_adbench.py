@@ -92,3 +92,72 @@ def test_auto_weighs_the_compiled_sparse_side_where_the_jacobian_is_too_large(mo
         ("sparse_jacfwd", {"output": "csr", "compile": True}),
     ]
     assert candidates(problem, compile=False) == [("sparse_jacfwd", {"output": "csr"})]
+
+
+def ba_objective_of(model: BundleAdjustment):
+    """The user's own BA objective: a plain function, no declared pattern."""
+
+    def ba_objective(x: torch.Tensor) -> torch.Tensor:
+        return model(x)
+
+    return ba_objective
+
+
+@pytest.mark.parametrize("options", [{}, {"compile": False}], ids=["tiered", "calibrated"])
+def test_auto_traces_the_pattern_of_a_plain_function_too_large_to_hold_dense(monkeypatch, options):
+    """Issue 46: auto refused ("declares no sparsity pattern") where sparse_jacfwd traces
+    one. Here the small BA counts as too large to hold dense."""
+    import jacbench
+
+    monkeypatch.setattr(memory_budget, "DENSE_REFERENCE_MAX", 5000)  # 120 x 116, 1160 nonzeros
+    model = BundleAdjustment(n=5, m=7, p=40)
+    x0 = model.sample_input(torch.Generator())
+    f = ba_objective_of(model)
+    prep = jacbench.prepare(f, x0, **options)
+    assert prep.info.chosen_strategy == "sparse_jacfwd"  # the rows would need 48 colours
+    assert prep.info.pattern_source == "traced"
+    assert prep.info.n_colors == prep.info.colors_lower_bound == 14  # the declared one: 15
+    gen = torch.Generator().manual_seed(0)
+    for x in (x0 + 0.01 * torch.randn(x0.shape, generator=gen, dtype=x0.dtype) for _ in range(3)):
+        jac = prep(x)
+        assert jac.layout == torch.sparse_csr
+        torch.testing.assert_close(jac.to_dense(), torch.func.jacfwd(f)(x), rtol=1e-12, atol=1e-12)
+
+
+def test_auto_refuses_in_one_line_where_no_pattern_can_be_traced(monkeypatch):
+    import jacbench
+    from jacbench.core.strategy import StrategySkip
+
+    monkeypatch.setattr(memory_budget, "DENSE_REFERENCE_MAX", 1000)
+    model = BundleAdjustment(n=5, m=7, p=40)
+
+    def branching(x: torch.Tensor) -> torch.Tensor:  # Python control flow on values
+        return model(x) if float(x[0]) > 0 else -model(x)
+
+    with pytest.raises(StrategySkip, match="cannot be traced.*declare one: prepare"):
+        jacbench.prepare(branching, model.sample_input(torch.Generator()))
+
+
+@pytest.mark.slow  # ~8 CPU-s, 8-20 s on a loaded two-core machine; the quick loop has the small BA
+def test_prepare_of_a_plain_ba1_objective_picks_a_sparse_strategy_exact_on_sampled_columns():
+    """ba1 (95529 x 55710, 5.3e9 dense entries) through the default prepare: ~8 CPU-s here
+    (tracing ~2, the first eager call and its check ~3), a call ~0.3-0.9 s eager."""
+    import jacbench
+
+    model = BundleAdjustment()
+    x0 = model.sample_input(torch.Generator())
+    f = ba_objective_of(model)
+    # the default auto, kept eager: a call over its compiled tier's estimate (2 s, on a
+    # loaded machine) would compile ba1 next, which belongs in a process of its own
+    prep = jacbench.prepare(f, x0, patience=100.0)
+    assert prep.info.chosen_strategy in ("sparse_jacfwd", "sparse_jacrev")
+    assert prep.info.pattern_source == "traced"
+    gen = torch.Generator().manual_seed(0)
+    x = x0 + 0.01 * torch.randn(x0.shape, generator=gen, dtype=x0.dtype)
+    jac = prep(x)
+    assert jac.layout == torch.sparse_csr and jac.shape == (3 * 31843, 55710)
+    for col in torch.randint(0, x0.numel(), (6,), generator=gen).tolist():
+        unit = torch.zeros_like(x)
+        unit[col] = 1.0
+        expected = torch.func.jvp(f, (x,), (unit,))[1]
+        torch.testing.assert_close((jac @ unit.unsqueeze(1)).squeeze(1), expected)

@@ -124,6 +124,7 @@ def test_library_returns_a_csr_matrix_on_request():
         ({"pattern": "guess"}, "pattern must be one of auto, detect"),
         ({"output": "coo"}, "output must be one of dense, csr"),
         ({"detect_points": 0}, "detect_points must be a positive integer"),
+        ({"detect_points": 10**6}, "detect_points must be a positive integer up to 100"),
     ],
 )
 def test_bad_options_get_one_clear_line(options, match):

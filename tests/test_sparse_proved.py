@@ -148,3 +148,135 @@ def test_a_newton_step_on_burgers_with_scipy_output():
         assert isinstance(jac, scipy.sparse.csr_array) and jac.nnz == 3 * 200 - 2
         u = u - torch.from_numpy(scipy.sparse.linalg.spsolve(jac, residual.numpy()))
     assert norms[-1] < 1e-9 * norms[0]  # Newton converges quadratically
+
+
+W6 = torch.randn(6, 6, generator=torch.Generator().manual_seed(0), dtype=torch.float64)
+X6 = torch.tensor([1.0, -1.0, 0.5, -0.3, 2.0, -2.0], dtype=torch.float64)
+AT_X0_ONLY = X6 > 0  # the columns of W @ relu(x) that are nonzero at X6
+
+
+def relu_map(x: torch.Tensor) -> torch.Tensor:
+    return W6 @ torch.relu(x)
+
+
+@pytest.mark.parametrize("strategy", ["sparse_jacfwd", "sparse_jacrev", "sparse_fd"])
+@pytest.mark.parametrize("form", ["pairs", "matrix", "numpy"])
+def test_a_declared_pattern_complete_at_x0_only_is_refused(strategy, form):
+    """Issue 46 (S5): checked at x0 alone, it was accepted, then wrong by 1.0-1.9 at new
+    points. It is checked at random points too."""
+    mask = AT_X0_ONLY.expand(6, 6)
+    pattern = {"matrix": mask, "numpy": mask.numpy(), "pairs": tuple(mask.nonzero().T)}[form]
+    assert torch.equal(torch.func.jacfwd(relu_map)(X6) != 0, mask)  # complete at x0
+    with pytest.raises(ConfigError, match=r"pattern \(declared\) misses entries.*random point"):
+        jacbench.prepare(relu_map, X6, strategy, pattern=pattern)
+
+
+@pytest.mark.parametrize("strategy", ["sparse_jacfwd", "sparse_jacrev", "sparse_fd"])
+def test_a_declared_pattern_that_holds_everywhere_is_taken(strategy):
+    prep = jacbench.prepare(relu_map, X6, strategy, pattern=torch.ones(6, 6, dtype=torch.bool))
+    assert prep.info.pattern_source == "declared"
+    x = torch.randn(6, dtype=torch.float64)
+    exact = torch.func.jacfwd(relu_map)(x)
+    assert rel_err(prep(x), exact) < (1e-6 if strategy == "sparse_fd" else 1e-14)
+
+
+@pytest.mark.parametrize(
+    "bad",
+    [torch.ones(3, 3), ([0.5, 1.5], [0.0, 1.0]), torch.ones(6), "nonsense", ([0, 1], [0])],
+    ids=["other-shape", "float-indices", "vector", "string", "unequal"],
+)
+def test_a_malformed_declared_pattern_is_one_clear_error(bad):
+    """It was a raw unpacking error, or float indices truncated into a pattern."""
+    with pytest.raises(ValueError, match="pattern=? must be"):
+        jacbench.prepare(relu_map, X6, "sparse_jacfwd", pattern=bad)
+
+
+def gather_by_value(x: torch.Tensor) -> torch.Tensor:  # the repro's lib_sparse_dynamic cases
+    return x * x.gather(0, (x.abs() * 3).long() % x.numel())
+
+
+def sort_times_ramp(x: torch.Tensor) -> torch.Tensor:
+    return torch.sort(x).values * torch.arange(1, x.numel() + 1, dtype=x.dtype)
+
+
+def masked_fill_roll(x: torch.Tensor) -> torch.Tensor:
+    return x.masked_fill(x < 0, 0.0) * x.roll(3)
+
+
+PROBED = {"relu": relu_map, "gather": gather_by_value, "sort": sort_times_ramp}
+PROBED["masked_fill"] = masked_fill_roll
+
+
+@pytest.mark.parametrize("name", sorted(PROBED))
+def test_a_probed_pattern_is_refused_or_exact_at_new_points(name):
+    """docs/sparse.md: a probed pattern sees only the branches taken at its points; it gave
+    rel. error 1 at new points on these x-dependent functions. Now it is checked at random
+    points: refused where it misses entries, exact where it is taken."""
+    f = PROBED[name]
+    x0 = torch.randn(8, generator=torch.Generator().manual_seed(5), dtype=torch.float64)
+    x0 = x0[:6] if f is relu_map else x0
+    try:
+        prep = jacbench.prepare(f, x0, "sparse_jacfwd", pattern="probe")
+    except ConfigError as exc:
+        assert "misses entries" in str(exc)
+        return
+    gen = torch.Generator().manual_seed(7)
+    for x in (torch.randn(x0.shape, generator=gen, dtype=torch.float64) for _ in range(20)):
+        assert rel_err(prep(x), torch.func.jacfwd(f)(x)) < 1e-14, name
+
+
+def nonzero_scaled(x: torch.Tensor) -> torch.Tensor:
+    return x * torch.nonzero(x > 0).reshape(-1).numel()
+
+
+def unique_values(x: torch.Tensor) -> torch.Tensor:
+    return torch.unique(x, sorted=True)
+
+
+@pytest.mark.parametrize("strategy", ["sparse_jacfwd", "sparse_jacrev", "sparse_fd"])
+def test_nonzero_in_f_falls_back_to_the_dense_pattern(strategy):
+    """Issue 46 (T4): a size known only from values stopped the pattern's propagation with a
+    raw GuardOnDataDependentSymNode; docs/sparse.md promises the dense fallback."""
+    x0 = torch.randn(8, generator=torch.Generator().manual_seed(2), dtype=torch.float64)
+    prep = jacbench.prepare(nonzero_scaled, x0, strategy)
+    assert prep.info.pattern_source.startswith("dense: no pattern could be proved")
+    gen = torch.Generator().manual_seed(3)
+    for x in (torch.randn(8, generator=gen, dtype=torch.float64) for _ in range(20)):
+        expected = torch.autograd.functional.jacobian(nonzero_scaled, x)
+        assert rel_err(prep(x), expected) < (1e-6 if strategy == "sparse_fd" else 1e-14)
+
+
+def test_unique_in_f_is_dense_for_differences_and_torchs_own_error_for_ad():
+    """torch has no derivative of unique: the AD strategies say so as jacrev does; the
+    finite difference works on the dense pattern."""
+    x0 = torch.randn(8, generator=torch.Generator().manual_seed(2), dtype=torch.float64)
+    prep = jacbench.prepare(unique_values, x0, "sparse_fd")
+    assert prep.info.pattern_source.startswith("dense: no pattern could be proved")
+    x = x0 + 0.01
+    expected = torch.diag(torch.ones(8, dtype=torch.float64))[torch.argsort(x)]
+    assert rel_err(prep(x), expected) < 1e-6
+    for strategy in ("sparse_jacfwd", "sparse_jacrev"):
+        with pytest.raises(NotImplementedError, match="_unique2"):
+            jacbench.prepare(unique_values, x0, strategy)
+
+
+@pytest.mark.compiles
+def test_compiled_passes_that_froze_a_value_are_compiled_with_guards_instead():
+    """The passes traced with real values froze ``nonzero(x > 0).numel()`` of x0: rel. error
+    up to 4 at new points. They are compared with the eager passes at random points first."""
+    x0 = torch.randn(8, generator=torch.Generator().manual_seed(2), dtype=torch.float64)
+    prep = jacbench.prepare(nonzero_scaled, x0, "sparse_jacfwd", compile=True)
+    gen = torch.Generator().manual_seed(3)
+    for x in (torch.randn(8, generator=gen, dtype=torch.float64) for _ in range(20)):
+        expected = torch.autograd.functional.jacobian(nonzero_scaled, x)
+        assert rel_err(prep(x), expected) < 1e-14
+
+
+def test_a_declared_pattern_that_covers_the_traced_one_is_proved_without_random_points():
+    """Tracing proves a declared pattern that covers its own (cheaper than four calls at
+    random points on ba1); one that does not cover it is checked at random points."""
+    points = torch.randn(1, N, dtype=torch.float64)
+    covers, source = sparsity.find(lambda x: A @ x, points, N, declared=A != 0)
+    assert source == "declared" and covers.proved
+    narrower, _ = sparsity.find(relu_map, X6.reshape(1, -1), 6, declared=AT_X0_ONLY.expand(6, 6))
+    assert not narrower.proved

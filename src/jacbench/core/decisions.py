@@ -7,9 +7,15 @@ turns remembering off). The key covers what makes a decision valid: the function
 and code (the module's class and source, or the plain function's bytecode, constants and
 names), its parameters' shapes and dtypes, the problem's shapes, dtype and device, the torch
 and jacbench versions, the machine and the thread count, and auto's own options. Any change
-gives another key, so a stale entry is never read. Files are written whole and renamed into
-place (atomic on POSIX), so concurrent processes need no lock (hence no filelock). A
-remembered choice is still checked on its first call (``agrees``) before it is trusted.
+gives another key, so a stale entry is never read.
+
+An entry is data, never trusted (the folder may be shared, planted or edited): it is read
+and written through ``jacbench.core.cache`` (regular files only, bounded, atomic), parsed
+against a schema (``parse``: a strategy name, options of plain values, finite bounded build
+costs), and auto uses it only where it is one of the decisions auto itself could have made;
+its first answer is then compared with f's directional derivatives at the prepared point
+and at random points (``agrees``). An entry that fails any of these is forgotten, and auto
+decides again, after one ``CacheWarning`` naming the cache.
 """
 
 from __future__ import annotations
@@ -17,8 +23,9 @@ from __future__ import annotations
 import hashlib
 import inspect
 import json
-import os
+import math
 import platform
+from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
@@ -27,6 +34,7 @@ import torch
 from torch import nn
 
 import jacbench
+from jacbench.core import cache
 from jacbench.core.cache import ENV, cache_folder  # noqa: F401  (ENV: the documented name)
 
 
@@ -76,53 +84,128 @@ class Decision:
     build_s: dict[str, float] = field(default_factory=dict)
 
 
-def recall(key_: str) -> Decision | None:
-    """The decision remembered under ``key_``, or None."""
+MAX_NAME = 64  # characters of a strategy name, option name or option string
+MAX_ITEMS = 16  # options, or build costs, in one decision
+MAX_BUILD_S = 3600.0  # a tier that took longer to build is not worth remembering
+SCALARS = (bool, int, float, str, type(None))
+
+
+def _name(value: Any, what: str) -> str:
+    if not (isinstance(value, str) and 0 < len(value) <= MAX_NAME):
+        raise ValueError(f"{what} is not a name of at most {MAX_NAME} characters")
+    return value
+
+
+def _table(value: Any, what: str) -> dict[str, Any]:
+    if not isinstance(value, dict) or len(value) > MAX_ITEMS:
+        raise ValueError(f"{what} is not a table of at most {MAX_ITEMS} entries")
+    return {_name(k, f"a key of {what}"): v for k, v in value.items()}
+
+
+def _plain(value: Any, what: str) -> Any:
+    """An option's value: a bool, a finite number, a short string or None."""
+    if not isinstance(value, SCALARS):
+        raise ValueError(f"{what} is not a plain value")
+    if isinstance(value, float) and not math.isfinite(value):
+        raise ValueError(f"{what} is not finite")
+    if isinstance(value, int) and not isinstance(value, bool) and abs(value) > 2**31:
+        raise ValueError(f"{what} is out of bounds")
+    if isinstance(value, str):
+        _name(value, what)
+    return value
+
+
+def _seconds(value: Any, what: str) -> float:
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        raise ValueError(f"{what} is not a number")
+    if not 0.0 <= float(value) <= MAX_BUILD_S:  # also NaN
+        raise ValueError(f"{what} is not between 0 and {MAX_BUILD_S:g} s")
+    return float(value)
+
+
+def parse(data: Any) -> Decision:
+    """A decision from what an entry holds, by schema and bounds; ``ValueError`` naming the
+    first thing that is not what ``remember`` writes."""
+    table = _table(data, "the entry")
+    unknown = set(table) - {"strategy", "options", "build_s"}
+    if unknown or "strategy" not in table or "options" not in table:
+        raise ValueError("the entry does not hold exactly a strategy, options and build costs")
+    options = _table(table["options"], "options")
+    build_s = _table(table.get("build_s", {}), "build_s")
+    return Decision(
+        _name(table["strategy"], "strategy"),
+        {k: _plain(v, f"option {k!r}") for k, v in options.items()},
+        {k: _seconds(v, f"build cost {k!r}") for k, v in build_s.items()},
+    )
+
+
+def _entry(key_: str) -> tuple[Path, Path] | None:
     where = folder()
-    if where is None:
+    return None if where is None else (where, where / f"{key_}.json")
+
+
+def recall(key_: str) -> Decision | None:
+    """The decision remembered under ``key_``; None where there is none, or the entry is not
+    one (then it is forgotten, and one warning names the cache)."""
+    entry = _entry(key_)
+    if entry is None:
+        return None
+    _, path = entry
+    try:
+        data = cache.read_json(path)
+    except cache.BadEntry as exc:
+        distrust(key_, f"the entry {path.name} {exc}")
         return None
     try:
-        data = json.loads((where / f"{key_}.json").read_text())
-        build_s = {str(k): float(v) for k, v in dict(data.get("build_s", {})).items()}
-        return Decision(str(data["strategy"]), dict(data["options"]), build_s)
-    except (OSError, ValueError, KeyError, TypeError, AttributeError):
-        return None  # none yet, or unreadable: decide again
+        return None if data is None else parse(data)
+    except ValueError as exc:
+        distrust(key_, f"the entry {path.name} is not a decision ({exc})")
+        return None
+
+
+def distrust(key_: str, why: str) -> None:
+    """Forget the entry under ``key_``, saying once why it was not used."""
+    entry = _entry(key_)
+    if entry is None:
+        return
+    where, _ = entry
+    cache.warn_once(where, f"auto did not use a remembered decision: {why}; decided again")
+    forget(key_)
 
 
 def remember(key_: str, decision: Decision) -> None:
-    """Store a decision; a cache that cannot be written only costs the next calibration."""
-    where = folder()
-    if where is None:
+    """Store a decision; a cache that cannot be written only costs the next calibration
+    (one warning names it)."""
+    entry = _entry(key_)
+    if entry is None:
         return
+    where, path = entry
     try:
-        where.mkdir(parents=True, exist_ok=True)
-        tmp = where / f".{key_}.{os.getpid()}.tmp"
-        tmp.write_text(json.dumps(asdict(decision)))
-        os.replace(tmp, where / f"{key_}.json")
-    except OSError:
-        pass
+        cache.write_json(path, asdict(decision))
+    except (OSError, ValueError) as exc:
+        cache.warn_once(where, f"auto's decisions cannot be remembered there ({exc})")
 
 
 def forget(key_: str) -> None:
-    where = folder()
-    if where is not None:
-        (where / f"{key_}.json").unlink(missing_ok=True)
+    entry = _entry(key_)
+    if entry is None:
+        return
+    where, path = entry
+    try:
+        cache.remove(path)
+    except OSError as exc:
+        cache.warn_once(where, f"a remembered decision cannot be forgotten there ({exc})")
 
 
-def agrees(problem: Any, jacobian: Any) -> bool:
-    """A cheap check of a remembered choice's first answer: its product with a random
-    direction against a forward-mode derivative of the first point, to 1e3 rounding units."""
-    x = problem.x.reshape(-1, problem.n_in)[0]
-    v = torch.randn(x.shape, generator=torch.Generator().manual_seed(0)).to(x)
-    with torch.enable_grad():
-        expected = torch.func.jvp(problem.f, (x,), (v,))[1].reshape(-1)
-    if not isinstance(jacobian, torch.Tensor):  # scipy CSR
-        got = torch.from_numpy(jacobian @ v.cpu().numpy()).to(expected)
-    elif jacobian.layout != torch.strided:  # torch CSR
-        got = (jacobian @ v.unsqueeze(1)).reshape(-1)
-    else:
-        got = jacobian.reshape(-1, problem.n_out, problem.n_in)[0] @ v
-    scale = float(expected.abs().max()) or 1.0
-    eps = torch.finfo(x.dtype).eps
-    error = float((got - expected).abs().max())
-    return bool(torch.isfinite(got).all()) and error <= 1e3 * eps * scale
+RANDOM_POINTS = 2  # random points, besides the prepared one, a remembered choice is checked at
+
+
+def agrees(problem: Any, jacobian_at: Callable[[torch.Tensor], Any]) -> bool:
+    """A check of a remembered choice's answers: at the problem's first point and at
+    ``RANDOM_POINTS`` random points, its products with random directions against f's own
+    directional derivatives, to within rounding (``jacbench.core.directional``).
+    ``jacobian_at(point)``: the Jacobian of one point."""
+    from jacbench.core.directional import mismatch
+
+    x = problem.points[0]
+    return not mismatch(problem.f, jacobian_at, x, n_random=RANDOM_POINTS)

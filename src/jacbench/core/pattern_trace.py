@@ -27,6 +27,8 @@ import scipy.sparse as sp
 import torch
 from torch.fx.experimental.proxy_tensor import make_fx
 
+from jacbench.core.interrupt import raise_if_interrupt
+
 # A conservative rule (every output element depends on all its operands' inputs) is refused
 # beyond this many (element, input) pairs: the pattern is then dense for all practical purposes.
 DENSE_PAIRS = 50_000_000
@@ -496,7 +498,17 @@ def traced_pattern(
     some point of ``x``'s shape; ``Unprovable`` where tracing cannot show it."""
     n = x.numel()
     with torch.no_grad():
-        out = Propagation(trace(f, x.detach()), n).run()
+        graph = trace(f, x.detach())
+        try:
+            out = Propagation(graph, n).run()
+        except Unprovable:
+            raise
+        except Exception as exc:  # e.g. nonzero()/unique(): a size known only from values
+            raise_if_interrupt(exc)
+            why = " ".join(str(exc).split())[:200]
+            raise Unprovable(
+                f"the traced graph cannot be followed ({type(exc).__name__}: {why})"
+            ) from None
     if out.numel != n_out:
         raise Unprovable(f"the traced output has {out.numel} elements, expected {n_out}")
     coo = out.rows.tocoo()

@@ -3,8 +3,9 @@
 The rule: forward mode (jacfwd_folded) when the Jacobian has at least as many rows as
 columns (M >= N: N forward passes beat M backward passes), reverse mode (jacrev) otherwise.
 Where the model declares its sparsity pattern (``jacobian_sparsity()``, so knowing it costs
-nothing) the same rule picks sparse_jacfwd / sparse_jacrev instead; patterns are never
-detected for auto (detection costs about as much as a dense Jacobian).
+nothing) the same rule picks sparse_jacfwd / sparse_jacrev instead. auto traces a pattern
+itself only where the Jacobian is too large to hold dense (``with_traced_pattern``): tracing
+costs about a forward pass of scipy work, which a dense Jacobian that fits does not need.
 
 By default (``compile`` on, ``upfront`` off) auto is tiered (``ladder``): ``prepare``
 returns at once with torch.func as it is (jacfwd or jacrev: nothing to build), and moves to
@@ -18,8 +19,10 @@ With ``upfront`` (or ``compile`` off) the candidates below are each prepared and
 briefly, leaving out those that need over PASS_RATIO times the passes of the other mode, and
 the fastest is kept; the calibration's cost, compilation included, is part of first_call_s.
 The choice is recorded as ``chosen_strategy`` and, with ``cache`` on, remembered across
-processes (``jacbench.core.decisions``): the next preparation of the same problem prepares
-that choice alone and checks its first answer (``decided_by``).
+processes (``jacbench.core.decisions``), unless the machine was loaded while timing
+(``jacbench.timing.contention``): the next preparation of the same problem prepares that
+choice alone, where it is one auto could have made there, and checks its answers against
+f's directional derivatives (``decided_by``); otherwise it decides again.
 """
 
 from __future__ import annotations
@@ -41,6 +44,7 @@ from jacbench.core.problem import Problem
 from jacbench.core.strategy import Declared, Kind, Mode, StrategySkip, StrategySpec, strategy
 from jacbench.core.tiers import Stage, Tiered
 from jacbench.strategies import autograd, compiled, folded, func, sparse
+from jacbench.timing import contention
 from jacbench.timing.interleaved import calibration_clock, seconds_per_call
 
 EAGER: tuple[tuple[str, dict], ...] = (
@@ -101,7 +105,7 @@ def fewest_passes(problem: Problem) -> tuple[int, int]:
     pattern the colourings' lower bounds (the most nonzeros in a row, in a column)."""
     if problem.sparsity is None:
         return problem.n_in, problem.n_out
-    pattern = sparsity.from_tensor(problem.sparsity(), (problem.n_out, problem.n_in))
+    pattern = sparsity.from_pairs(problem.sparsity(), (problem.n_out, problem.n_in))
     return sparsity.lower_bound(pattern), sparsity.lower_bound(pattern.transposed)
 
 
@@ -153,12 +157,8 @@ def candidates(problem: Problem, compile: bool) -> list[tuple[str, dict]]:
     ``compile``) compiled, returning CSR: on bundle adjustment compiled is 2x faster a call
     (97 against 200 ms on ba1) for 4 s of compilation."""
     if too_large(problem):
-        if problem.sparsity is None:
-            raise StrategySkip(
-                f"auto: the {problem.n_out} x {problem.n_in} Jacobian is too large to hold "
-                "dense and the model declares no sparsity pattern; use sparse_jacfwd or "
-                "sparse_jacrev with output=csr (they trace one)"
-            )
+        if problem.sparsity is None:  # auto() traces one first (with_traced_pattern)
+            raise StrategySkip(f"auto: {_too_large(problem)} and has no sparsity pattern")
         side, csr = sparse_side(problem), {"output": "csr"}
         return [(side, csr), *([(side, {**csr, "compile": True})] if compile else [])]
     sparse = SPARSE if problem.sparsity is not None else ()
@@ -168,6 +168,36 @@ def candidates(problem: Problem, compile: bool) -> list[tuple[str, dict]]:
     out += [(name, {}) for name in LOOPS]
     passes = fewest_passes(problem)
     return [(name, options) for name, options in out if not outpaced(name, passes)]
+
+
+def _too_large(problem: Problem) -> str:
+    return f"the {problem.n_out} x {problem.n_in} Jacobian is too large to hold dense"
+
+
+def with_traced_pattern(problem: Problem) -> Problem:
+    """``problem``, with the sparsity pattern auto traces itself where the Jacobian is too
+    large to hold dense and the model declares none (a proved pattern: the candidates take
+    it as the model's, and check it at the prepared point only); a clear refusal where no
+    pattern can be proved, or where its nonzeros would not fit either. On ADBench's ba1
+    (95529 x 55710) tracing takes ~0.6-1.8 CPU-s, as much as one eager call or two."""
+    if not too_large(problem) or problem.sparsity is not None:
+        return problem
+    try:
+        pattern, source = sparsity.find(problem.f, problem.points, problem.n_out)
+    except ValueError as exc:  # nothing proved, and the dense fallback too large
+        raise StrategySkip(f"auto: {_too_large(problem)}, and {exc}") from None
+    if source != "traced":
+        raise StrategySkip(
+            f"auto: {_too_large(problem)}, and its sparsity pattern cannot be traced "
+            f"({source}); declare one: prepare(f, x, 'sparse_jacfwd', pattern=..., "
+            "output='csr')"
+        )
+    if sampled(1, pattern.nnz, problem.batch):  # its nonzeros as many as a dense reference
+        raise StrategySkip(
+            f"auto: {_too_large(problem)}, and its traced sparsity pattern has "
+            f"{pattern.nnz} nonzeros, too many to hold sparse either"
+        )
+    return replace(problem, sparsity=lambda: pattern)
 
 
 class Tier(str, Enum):
@@ -188,23 +218,47 @@ class Decided(str, Enum):
 
 def choose(problem: Problem, opts: AutoOptions) -> tuple[Prepared, Decided]:
     """The prepared candidate to use and how it was decided: remembered from an earlier
-    process, by the rule alone, or the fastest in calibration (then remembered)."""
+    process, by the rule alone, or the fastest in calibration (then remembered, unless the
+    machine was too loaded for its timings to mean anything)."""
     if not opts.calibrate:
         return by_rule(problem, opts.compile), Decided.RULE
     key = _key(problem, opts)
     remembered = decisions.recall(key) if key else None
     if remembered is not None:
-        try:
-            prep = _prepare_named(remembered.strategy, problem, **remembered.options)
-            if decisions.agrees(problem, prep(problem.x)):
-                return prep, Decided.REMEMBERED
-        except Exception as exc:  # gone or broken since: decide again
-            raise_if_interrupt(exc)
-        decisions.forget(key)
-    prep, options = calibrate(problem, opts)
-    if key:
-        decisions.remember(key, decisions.Decision(prep.strategy, options))
-    return prep, Decided.CALIBRATED
+        prep, why = _recalled(problem, opts, remembered)
+        if prep is not None:
+            return prep, Decided.REMEMBERED
+        decisions.distrust(key, why)
+    calibrated = calibrate(problem, opts)
+    if key and calibrated.contention is None:
+        decisions.remember(key, decisions.Decision(calibrated.prep.strategy, calibrated.options))
+    return calibrated.prep, Decided.CALIBRATED
+
+
+def _recalled(
+    problem: Problem, opts: AutoOptions, remembered: decisions.Decision
+) -> tuple[Prepared | None, str]:
+    """The remembered decision prepared, where it is one auto itself could have made here
+    and its answers agree with f's directional derivatives; else (None, why not)."""
+    choice = (remembered.strategy, remembered.options)
+    if remembered.build_s or choice not in candidates(problem, opts.compile):
+        return None, f"{remembered.strategy} {remembered.options} is not one of auto's choices"
+    try:
+        prep = _prepare_named(remembered.strategy, problem, **remembered.options)
+        if decisions.agrees(problem, functools.partial(_first_point, problem, prep)):
+            return prep, ""
+    except Exception as exc:  # gone or broken since: decide again
+        raise_if_interrupt(exc)
+        return None, f"{remembered.strategy} failed here ({type(exc).__name__}: {exc})"
+    return None, f"{remembered.strategy} disagrees with f's directional derivatives"
+
+
+def _first_point(problem: Problem, prep: Prepared, point: torch.Tensor) -> object:
+    """``prep``'s Jacobian of one point (the first row of a batch moved to ``point``)."""
+    points = problem.points.clone()
+    points[0] = point
+    out = prep(points.reshape(problem.x.shape))
+    return out[0] if problem.batch > 1 else out
 
 
 def _key(problem: Problem, opts: AutoOptions) -> str:
@@ -274,8 +328,19 @@ def by_rule(problem: Problem, compile: bool) -> Prepared:
         return _prepare_named(name, problem, **options)
 
 
-def calibrate(problem: Problem, opts: AutoOptions) -> tuple[Prepared, dict]:
-    """The fastest candidate, timed briefly, and the options it was prepared with."""
+@dataclass(frozen=True)
+class Calibration:
+    """The fastest candidate, the options it was prepared with, and the share of its
+    runnable time the process had a core while timing (``timing.contention``; None: it was
+    not contended), below which the decision is not remembered."""
+
+    prep: Prepared
+    options: dict
+    contention: float | None
+
+
+def calibrate(problem: Problem, opts: AutoOptions) -> Calibration:
+    """The fastest candidate, timed briefly."""
     ready: list[tuple[Prepared, dict]] = []
     best_first = math.inf
     # One compilation at most: the compiled form of the mode the shape rule picks (fewer
@@ -297,8 +362,11 @@ def calibrate(problem: Problem, opts: AutoOptions) -> tuple[Prepared, dict]:
         ready.append((prep, options))
     if not ready:
         raise StrategySkip("auto: none of its candidates can compute this Jacobian")
+    before = contention.snapshot()
     seconds = _seconds_per_call([p for p, _ in ready], problem.x, opts.calibration_time)
-    return ready[seconds.index(min(seconds))]
+    loaded = contention.contention(before, contention.snapshot(), problem.device)
+    prep, options = ready[seconds.index(min(seconds))]
+    return Calibration(prep, options, loaded)
 
 
 # The contract checks auto without compiling: every eager candidate still calibrated; its
@@ -306,6 +374,7 @@ def calibrate(problem: Problem, opts: AutoOptions) -> tuple[Prepared, dict]:
 @strategy(Kind.EXACT, Mode.AUTO, options=AutoOptions, batch=True, test_options={"compile": False})
 def auto(problem: Problem, opts: AutoOptions):
     """The fastest exact strategy for this problem, chosen by rule and calibration."""
+    problem = with_traced_pattern(problem)
     if opts.compile and not opts.upfront:
         return tiered(problem, opts)
     chosen, how = choose(problem, opts)

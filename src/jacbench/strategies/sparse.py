@@ -20,7 +20,7 @@ from typing import Any
 
 import torch
 
-from jacbench.core import sparsity
+from jacbench.core import directional, sparsity
 from jacbench.core.errors import ConfigError
 from jacbench.core.numerics import tolerance
 from jacbench.core.problem import Problem
@@ -33,6 +33,7 @@ from jacbench.strategies.func import per_point
 PATTERN_SOURCES = ("auto", "detect", "probe")
 OUTPUTS = ("dense", "csr", "scipy")
 CHUNK_ELEMENTS = 1 << 20  # perturbed numbers evaluated at once by sparse_fd
+MAX_DETECT_POINTS = 100  # each costs N forward-mode passes; a bound, not a useful value
 
 
 def _choice(name: str, value: str, valid: tuple[str, ...]) -> None:
@@ -56,8 +57,14 @@ class PatternOptions:
         if isinstance(self.pattern, str):
             _choice("pattern", self.pattern, PATTERN_SOURCES)
         _choice("output", self.output, OUTPUTS)
-        if not (isinstance(self.detect_points, int) and self.detect_points >= 1):
-            raise ValueError(f"detect_points must be a positive integer, got {self.detect_points}")
+        points = self.detect_points
+        if not (isinstance(points, int) and not isinstance(points, bool)):
+            points = -1
+        if not 1 <= points <= MAX_DETECT_POINTS:
+            raise ValueError(
+                f"detect_points must be a positive integer up to {MAX_DETECT_POINTS}, got "
+                f"{self.detect_points!r}"
+            )
 
 
 @dataclass
@@ -130,9 +137,7 @@ def _setup(
         raise ConfigError(f"pattern: {exc}") from None
     colors = sparsity.color_rows(pattern) if by_rows else sparsity.color_columns(pattern)
     seed = sparsity.seeds(colors).to(dtype=problem.dtype, device=problem.device)
-    device_pattern = Pattern(
-        pattern.rows.to(problem.device), pattern.cols.to(problem.device), pattern.shape
-    )
+    device_pattern = pattern.to(problem.device)
     bound = sparsity.lower_bound(pattern.transposed if by_rows else pattern)
     info = PrepInfo(
         n_colors=int(seed.shape[0]),
@@ -146,17 +151,25 @@ def _setup(
 
 
 def _checked(
-    problem: Problem, jac: Callable, info: PrepInfo, approximate: bool = False
+    problem: Problem, jac: Callable, pattern: Pattern, info: PrepInfo, approximate: bool = False
 ) -> Declared:
-    """The sparse Jacobian, after ``sparsity.verify`` at the problem's first point (an
-    approximate one to within its dtype's tolerance for finite differences)."""
-    x = problem.points[0]
-    first = jac(problem.x)
-    if problem.batch > 1:
-        first = first[0]
+    """The sparse Jacobian, after ``sparsity.verify`` at the problem's first point, and at
+    random points where the pattern is not proved (an approximate one to within its dtype's
+    tolerance for finite differences)."""
+    points = problem.points
+
+    def first_point(out: Any) -> Any:
+        return out[0] if problem.batch > 1 else out
+
+    def at(point: torch.Tensor) -> Any:  # the Jacobian at ``point`` (the first point's row)
+        moved = points.clone()
+        moved[0] = point
+        return first_point(jac(moved.reshape(problem.x.shape)))
+
+    first = first_point(jac(problem.x))
     try:
         allowed = tolerance(problem.dtype, Kind.APPROXIMATE) if approximate else None
-        sparsity.verify(problem.f, x, first, info.pattern_source, allowed)
+        sparsity.verify(problem.f, at, points[0], first, pattern, info.pattern_source, allowed)
     except ValueError as exc:
         raise ConfigError(str(exc)) from None
     return Declared(jac, info)
@@ -174,9 +187,26 @@ def _read_back(
     if opts.compile:  # traced and compiled by inductor (no guards to check at each call),
         try:  # else by dynamo, which follows Python branching on values by recompiling
             passes = retraced(problem, many, compile=True)
+            if not _same_elsewhere(passes, many, problem):  # the trace froze a value
+                passes = compile_checked(many, problem.x)
         except StrategySkip:
             passes = compile_checked(many, problem.x)
     return lambda x: passes(x).flatten(-2).index_select(-1, index)
+
+
+def _same_elsewhere(traced: Callable, eager: Callable, problem: Problem) -> bool:
+    """Whether a traced graph gives what ``eager`` does at random points: a graph traced
+    with real values can hold one that f computed from them (``x * nonzero(x > 0).numel()``
+    gave 4x the Jacobian at new points), which the check at the prepared point cannot see."""
+    allowed = tolerance(problem.dtype, Kind.EXACT)
+    for point in directional.random_points(problem.x, 2, seed=3):
+        want, got = eager(point), traced(point)
+        scale = float(torch.linalg.norm(want.nan_to_num())) or 1.0
+        if not float(torch.linalg.norm((got - want).nan_to_num(nan=0.0))) <= allowed * scale:
+            return False
+        if not torch.equal(torch.isnan(got), torch.isnan(want)):
+            return False
+    return True
 
 
 @strategy(Kind.EXACT, Mode.FORWARD, options=SparseOptions, batch=True)
@@ -190,7 +220,7 @@ def sparse_jacfwd(problem: Problem, opts: SparseOptions):
         return torch.func.vmap(lambda s: torch.func.jvp(f, (x,), (s,))[1])(seed)
 
     values = _read_back(compressed, problem, opts, entry_colors * problem.n_out + pattern.rows)
-    return _checked(problem, lambda x: assemble(values(x)), info)
+    return _checked(problem, lambda x: assemble(values(x)), pattern, info)
 
 
 @strategy(Kind.EXACT, Mode.REVERSE, options=SparseOptions, batch=True)
@@ -205,7 +235,7 @@ def sparse_jacrev(problem: Problem, opts: SparseOptions):
         return torch.func.vmap(pullback)(seed)[0]
 
     values = _read_back(compressed, problem, opts, entry_colors * problem.n_in + pattern.cols)
-    return _checked(problem, lambda x: assemble(values(x)), info)
+    return _checked(problem, lambda x: assemble(values(x)), pattern, info)
 
 
 @strategy(Kind.APPROXIMATE, Mode.NUMERIC, options=SparseFdOptions, batch=True)
@@ -231,4 +261,4 @@ def sparse_fd(problem: Problem, opts: SparseFdOptions):
         values = compressed[:, entry_colors, pattern.rows] / h[:, pattern.cols]
         return assemble(values if B > 1 else values[0])
 
-    return _checked(problem, jac, info, approximate=True)
+    return _checked(problem, jac, pattern, info, approximate=True)
