@@ -34,6 +34,7 @@ from enum import Enum
 import torch
 
 from jacbench.core import decisions, sparsity
+from jacbench.core.agreement import disagreement
 from jacbench.core.interrupt import raise_if_interrupt
 from jacbench.core.memory_budget import sampled
 from jacbench.core.prepared import Prepared
@@ -223,10 +224,11 @@ def ladder(problem: Problem) -> list[tuple[Tier, str, dict]]:
     if too_large(problem) or problem.sparsity is not None:
         return [(Tier.EAGER, *ruled(problem, False)), (Tier.COMPILED, *ruled(problem, True))]
     if problem.n_out >= problem.n_in:
+        storm = {"on_retrace_storm": "raise"}  # back to the eager tier (jacbench.core.tiers)
         return [
             (Tier.EAGER, "jacfwd", {}),
-            (Tier.FOLDED, "jacfwd_folded", {"compile": False}),
-            (Tier.COMPILED, "jacfwd_folded", {"compile": True}),
+            (Tier.FOLDED, "jacfwd_folded", {"compile": False, **storm}),
+            (Tier.COMPILED, "jacfwd_folded", {"compile": True, **storm}),
         ]
     return [(Tier.EAGER, "jacrev", {}), (Tier.COMPILED, "jacrev_compiled", {})]
 
@@ -254,7 +256,12 @@ def tiered(problem: Problem, opts: AutoOptions) -> Declared:
         Stage(t.value, builder(t, n, o), opts.patience * costs.get(t.value, COST_ESTIMATES_S[t]))
         for t, n, o in later
     ]
-    tiers = Tiered(first, tier.value, stages)
+    f = problem.f if problem.batch == 1 else problem.f_many
+
+    def check(x: torch.Tensor, jacobian: object) -> str:
+        return disagreement(f, x, jacobian, problem.n_out)
+
+    tiers = Tiered(first, tier.value, stages, check, problem.x)
     info = replace(first.info, decided_by=Decided.RULE.value)
     return Declared(tiers.jac, info, value_and_jac=tiers.both, mode=first.mode, tiers=tiers)
 
@@ -310,4 +317,5 @@ def auto(problem: Problem, opts: AutoOptions):
         return tiered(problem, opts)
     chosen, how = choose(problem, opts)
     info = replace(chosen.info, chosen_strategy=chosen.strategy, decided_by=how.value)
-    return Declared(chosen.fn, info, value_and_jac=chosen.both_fn, mode=chosen.mode)
+    both = chosen.raw_both if chosen.both_fn is not None else None
+    return Declared(chosen.raw, info, value_and_jac=both, mode=chosen.mode)
