@@ -9,6 +9,7 @@ setup decided is a declared, typed field (``info``), never an attribute set on a
 from __future__ import annotations
 
 import cmath
+import contextlib
 import math
 import threading
 import warnings
@@ -80,6 +81,7 @@ def _describe(shape: tuple[int, ...], dtype: torch.dtype, device: torch.device) 
 # lock: every preparation, every call of a forward-mode Jacobian, and the first call of any
 # other (reverse mode and differences then run concurrently).
 TORCH_STATE = threading.RLock()
+_NO_TURN = contextlib.nullcontext()
 
 
 @dataclass
@@ -146,34 +148,36 @@ class Prepared:
                 f"{_describe(tuple(x.shape), x.dtype, x.device)}: prepare again for this point"
             )
 
+    def _turn(self) -> contextlib.AbstractContextManager:
+        """TORCH_STATE where this call must take turns (forward mode; any first call)."""
+        return TORCH_STATE if self.serial or not self.calls.warm else _NO_TURN
+
     def raw(self, x: torch.Tensor) -> torch.Tensor:
         """The strategy's Jacobian at a flat point, taking turns where it must."""
-        if self.serial or not self.calls.warm:
-            with TORCH_STATE:
-                out = self.fn(x)
-            self.calls.warm = True
-            return out
-        return self.fn(x)
+        with self._turn():
+            out = self.fn(x)
+        self.calls.warm = True
+        return out
 
     def raw_both(self, x: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
         """(f(x), J(x)) at a flat point: from one pass where the strategy has one."""
         if self.both_fn is None:
             return self.value_fn(x), self.raw(x)
-        if self.serial or not self.calls.warm:
-            with TORCH_STATE:
-                out = self.both_fn(x)
-            self.calls.warm = True
-            return out
-        return self.both_fn(x)
+        with self._turn():
+            out = self.both_fn(x)
+        self.calls.warm = True
+        return out
 
     def __call__(self, x: torch.Tensor) -> torch.Tensor:
         self.check(x)
         flat = x if self.out_shape is None else x.reshape(-1)
         with torch.no_grad():
             try:
-                out = self.raw(flat)
+                with self._turn():  # as in raw, inline: one layer less between x and f
+                    out = self.fn(flat)
             except RuntimeError as exc:
                 raise self._explained(flat, exc) from exc
+        self.calls.warm = True
         return self._finite(self._shaped(flat, out))
 
     def _shaped(self, flat: torch.Tensor, out: torch.Tensor) -> torch.Tensor:
@@ -242,6 +246,8 @@ class Prepared:
                 value, jac = self.raw_both(flat)
             except RuntimeError as exc:
                 raise self._explained(flat, exc) from exc
+        if value.untyped_storage().data_ptr() == x.untyped_storage().data_ptr():
+            value = value.clone()  # f returned (a view of) its input: not the caller's x
         if self.out_shape is not None:
             value = value.reshape(self.out_shape)
         return value, self._finite(self._shaped(flat, jac))

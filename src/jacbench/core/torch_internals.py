@@ -27,7 +27,10 @@ def aten_graph(fn: Callable, x: torch.Tensor) -> fx.GraphModule:
     output's shape and strides."""
     from torch.fx.experimental.proxy_tensor import make_fx
 
-    return make_fx(fn)(x)
+    def one_argument(v: torch.Tensor) -> object:
+        return fn(v)
+
+    return make_fx(one_argument)(x)
 
 
 def trace_shapes_only(f: Callable, x: torch.Tensor) -> None:
@@ -35,7 +38,10 @@ def trace_shapes_only(f: Callable, x: torch.Tensor) -> None:
     and the like raise here."""
     from torch.fx.experimental.proxy_tensor import make_fx
 
-    make_fx(f, tracing_mode="fake", _allow_non_fake_inputs=True)(x)
+    def one_argument(v: torch.Tensor) -> object:  # make_fx traces every parameter of f
+        return f(v)
+
+    make_fx(one_argument, tracing_mode="fake", _allow_non_fake_inputs=True)(x)
 
 
 @contextmanager

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import collections
 import contextlib
+import time
 import types
 import warnings
 from collections.abc import Callable, Iterator
@@ -150,8 +151,7 @@ def retraced(
     ``jacbench.core.fold.transpose_narrow``), every pass kept valid for any strides and every
     output a new tensor (``jacbench.core.fold.optimised``). Traced again when anything the
     graph froze changed (``jacbench.core.watch``: a parameter replaced, a plain attribute, a
-    dict value or a helper's global changed). Traced again at nearly every call (``STORM``):
-    ``storm="warn"`` says so once and goes on, ``"raise"`` raises ``RetraceStorm``."""
+    dict value or a helper's global changed; ``Retraced`` says what a storm of them does)."""
     f = problem.f if problem.batch == 1 else problem.f_many
 
     def build() -> tuple[Callable, Watch]:
@@ -171,32 +171,58 @@ def retraced(
             graph = optimised(graph, problem.x, [_folded, transpose_narrow])
             return compile_graph(graph, problem.x, mode), watch
 
-    current = [*build()]
-    retraces = collections.deque(maxlen=RETRACE_WARNING)  # the calls that traced again
-    calls, warned = [0], [False]
-
-    def call(x: torch.Tensor):
-        calls[0] += 1
-        if current[1].changed():  # something the graph froze changed: trace again
-            retraces.append(calls[0])
-            if len(retraces) == RETRACE_WARNING and calls[0] - retraces[0] < 2 * RETRACE_WARNING:
-                if storm == "raise":
-                    raise RetraceStorm(STORM)
-                if not warned[0]:
-                    warnings.warn(STORM, RuntimeWarning, stacklevel=2)
-                    warned[0] = True
-            current[:] = build()
-        return current[0](x)
-
-    return call
+    return Retraced(build, storm)
 
 
-STORM = (
-    f"the Jacobian's graph was traced again at {RETRACE_WARNING} of about as many calls "
-    "(compiled again each time where compiled): a parameter, buffer, attribute, closure "
-    "variable or global that f uses keeps being replaced or changed; update tensors in place, "
-    "or make the value an input of f (an eager strategy, jacfwd or jacrev, reads it at each "
-    "call)"
+class Retraced:
+    """A traced graph, traced again when what it froze changed. ``storm="warn"``: a graph
+    traced again at ``RETRACE_WARNING`` of its last 2x as many calls is said once;
+    ``"raise"`` (auto's tiers): a change before the calls since the last trace spent what the
+    trace cost raises ``RetraceStorm`` (tracing again would cost more than it saves: on an
+    annealed attribute, a trace (a compile where compiled) at every call)."""
+
+    def __init__(self, build: Callable[[], tuple[Callable, Watch]], storm: str) -> None:
+        self.build, self.storm = build, storm
+        self.calls, self.retraces, self.warned = 0, collections.deque(maxlen=RETRACE_WARNING), False
+        self._trace()
+
+    def _trace(self) -> None:
+        start = time.perf_counter()
+        self.graph, self.watch = self.build()
+        self.trace_s, self.since_s = time.perf_counter() - start, 0.0
+
+    def __call__(self, x: torch.Tensor) -> object:
+        self.calls += 1
+        if self.watch.changed():  # something the graph froze changed: trace again
+            self._again()
+        start = time.perf_counter()
+        out = self.graph(x)
+        self.since_s += time.perf_counter() - start
+        return out
+
+    def _again(self) -> None:
+        if self.storm == "raise" and self.since_s < self.trace_s:
+            raise RetraceStorm(
+                f"the Jacobian's graph would be traced again after {self.since_s * 1e3:.2g} ms "
+                f"of calls, where tracing it took {self.trace_s:.2g} s: {CHANGING}"
+            )
+        self.retraces.append(self.calls)
+        recent = self.calls - self.retraces[0] < 2 * RETRACE_WARNING
+        if len(self.retraces) == RETRACE_WARNING and recent and not self.warned:
+            warnings.warn(
+                f"the Jacobian's graph was traced again at {RETRACE_WARNING} of about as many "
+                f"calls (compiled again each time where compiled): {CHANGING}",
+                RuntimeWarning,
+                stacklevel=3,
+            )
+            self.warned = True
+        self._trace()
+
+
+CHANGING = (
+    "a parameter, buffer, attribute, closure variable or global that f uses keeps being "
+    "replaced or changed; update tensors in place, or make the value an input of f (an eager "
+    "strategy, jacfwd or jacrev, reads it at each call)"
 )
 
 
