@@ -188,7 +188,8 @@ def test_auto_gives_the_same_jacobians_in_every_tier(dtype, tmp_path, monkeypatc
     assert tiers == ["eager", "folded", "compiled", "compiled", "compiled", "compiled"]
     (entry,) = (tmp_path / "auto").glob("*.json")
     remembered = decisions.recall(entry.stem)
-    assert remembered.strategy == "jacfwd_folded" and remembered.options == {"compile": True}
+    assert remembered.strategy == "jacfwd_folded"
+    assert remembered.options == {"compile": True, "on_retrace_storm": "raise"}
     assert set(remembered.build_s) == {"folded", "compiled"}  # the next process's estimates
     settled = jacbench.prepare(problem.f, problem.x).settled()  # the runner's way
     assert settled.info.tier == "compiled"

@@ -142,18 +142,21 @@ class Tiered:
                 return self.current.raw_both(x) if both else self.current.raw(x)
             new = self.current
             try:
+                start = time.perf_counter()
                 out = new.raw_both(x) if both else new.raw(x)
+                seconds = time.perf_counter() - start
                 wrong = self._check(x, out[1] if both else out)
             except Exception as exc:
                 raise_if_interrupt(exc)
                 wrong = f"its first call raised {_one_line(exc)}"
-            if not wrong:
-                self._before = None
-                return out
-            (before, tier), self._before = self._before, None
-            new_tier, self.current, self.tier = self.tier, before, tier
-            self._refuse(new_tier, new.strategy, wrong)
-            return before.raw_both(x) if both else before.raw(x)
+            if wrong:
+                (before, tier), self._before = self._before, None
+                new_tier, self.current, self.tier = self.tier, before, tier
+                self._refuse(new_tier, new.strategy, wrong)
+                return before.raw_both(x) if both else before.raw(x)
+            self._before = None
+        self._spent(seconds)  # a right first call counts towards the next move
+        return out
 
     def _refuse(self, tier: str, strategy: str, reason: str) -> None:
         self.stages = []
