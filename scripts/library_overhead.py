@@ -15,7 +15,6 @@ parameters).
 from __future__ import annotations
 
 import json
-import math
 import statistics
 import subprocess
 import sys
@@ -71,10 +70,8 @@ def evaluations_at_prepare(strategy: str, **options: object) -> int:
     return count[0]
 
 
-SEED004 = """
-import math, time, torch
-start = time.process_time()
-import jacbench
+RESIDUAL = """
+import math, torch
 torch.manual_seed(0)
 X, Y = torch.randn(144, 3), torch.randn(144, 4)
 shapes = [(10, 3), (10,), (4, 10), (4,)]
@@ -82,12 +79,18 @@ sizes = [math.prod(s) for s in shapes]
 def residual(theta):
     W1, b1, W2, b2 = (c.reshape(s) for c, s in zip(torch.split(theta, sizes), shapes))
     return (torch.tanh(X @ W1.T + b1) @ W2.T + b2 - Y).reshape(-1)
+"""
+SEED004 = (
+    "import time\nstart = time.process_time()\nimport jacbench\n"
+    + RESIDUAL
+    + """
 theta = torch.randn(84)
 imported = time.process_time()
 prep = jacbench.prepare(residual, theta)
 prep(theta)
 print(imported - start, time.process_time() - imported)
 """
+)
 
 
 def first_call_s(rounds: int = 3) -> float:
@@ -97,6 +100,29 @@ def first_call_s(rounds: int = 3) -> float:
         done = subprocess.run([sys.executable, "-c", SEED004], capture_output=True, text=True)
         out.append(float(done.stdout.split()[1]))
     return statistics.median(out)
+
+
+def frozen_check_us() -> dict[str, float]:
+    """CPU us of the per-call check of what a traced graph froze, on seed004's module and on
+    its residual as a plain function (``Watch.changed``; ``Captured.changed`` before it)."""
+    from jacbench.models.seeds import Residual
+
+    try:
+        from jacbench.core.watch import Watch
+
+        def check(root):
+            return Watch([root]).changed
+    except ImportError:  # a checkout before the watch
+        from jacbench.core.fold import Captured
+        from jacbench.core.problem import FunctionModule
+
+        def check(root):
+            module = root if isinstance(root, torch.nn.Module) else FunctionModule(root)
+            return Captured(module).changed
+
+    scope: dict = {}
+    exec(RESIDUAL, scope)
+    return per_call_us({"module": check(Residual()), "function": check(scope["residual"])})
 
 
 def main() -> None:
@@ -133,11 +159,12 @@ def main() -> None:
     result = {
         "per_call_us": {k: round(v, 1) for k, v in times.items()},
         "overhead_us": {
-            k: round(times[f"prepared {k}"] - times[f"torch.func.{'jacfwd' if k == 'auto' else k}"], 1)
-            for k in preps
+            k: round(times[f"prepared {k}"] - times[f"torch.func.{floor}"], 1)
+            for k, floor in (("auto", "jacfwd"), ("jacfwd", "jacfwd"), ("jacrev", "jacrev"))
         },
         "layers_beyond_torch_func": layers,
         "f_evaluations_at_prepare": evaluations,
+        "frozen_check_us": {k: round(v, 2) for k, v in frozen_check_us().items()},
         "fresh_process_prepare_and_first_call_cpu_s": round(first_call_s(), 3),
     }
     print(json.dumps(result, indent=1))

@@ -222,10 +222,10 @@ def test_the_default_prepare_follows_an_annealed_attribute_and_leaves_tracing():
     model = Tempered()
     x = torch.randn(8, dtype=torch.float64)
     prep = jacbench.prepare(model, x, patience=0.0, cache=False)
-    prep(x)  # eager; the next call builds the folded tier
+    prep(x)  # eager; then it builds the folded tier
     with pytest.warns(RuntimeWarning, match="traced again") as seen:
         for step in range(40):
-            model.temperature = 1.0 + 0.01 * step
+            model.temperature = 1.01 + 0.01 * step  # changed before every call
             torch.testing.assert_close(prep(x), torch.func.jacfwd(model)(x))
     assert prep.info.tier == "eager"
     assert prep.tiers.refused.tier == "folded" and "traced again" in prep.tiers.refused.reason

@@ -8,9 +8,11 @@ on seed004 took 1.8 -> 1.5 CPU-s here.
 
 ``pause``/``resume`` around the command's start-up (resumed, with what start-up made frozen
 as the gc docs advise for long-lived state, before anything is timed and once a sweep is
-open). The library (``jacbench.prepare``) leaves the collector to its caller: pausing it
-around a first call saved 0.3 of 1.5 CPU-s once per process and changed a process-wide
-setting behind the caller's back (issue 45).
+open). The library (``jacbench.prepare``) leaves the collector to its caller (issue 45):
+pausing it around a first call changed a process-wide setting behind the caller's back to
+save, once per process, the collections during torch's lazy import of dynamo (a fresh
+process's prepare plus first call on seed004's residual: 0.87-1.09 CPU-s paused, 1.42-1.54
+not, ``scripts/library_overhead.py``).
 """
 
 from __future__ import annotations

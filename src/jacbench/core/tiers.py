@@ -77,9 +77,9 @@ class Tiered:
         return self.current.strategy
 
     def jac(self, x: torch.Tensor) -> Any:
-        if self._before is not None:
-            return self._first(x, both=False)
         try:
+            if self._before is not None:
+                return self._first(x, both=False)
             if not self.stages:
                 return self.current.raw(x)
             start = time.perf_counter()
@@ -90,9 +90,9 @@ class Tiered:
         return out
 
     def both(self, x: torch.Tensor) -> tuple[torch.Tensor, Any]:
-        if self._before is not None:
-            return self._first(x, both=True)
         try:
+            if self._before is not None:
+                return self._first(x, both=True)
             if not self.stages:
                 return self.current.raw_both(x)
             start = time.perf_counter()
@@ -146,6 +146,9 @@ class Tiered:
                 out = new.raw_both(x) if both else new.raw(x)
                 seconds = time.perf_counter() - start
                 wrong = self._check(x, out[1] if both else out)
+            except RetraceStorm:  # back to the first tier (jac, both)
+                self._before = None
+                raise
             except Exception as exc:
                 raise_if_interrupt(exc)
                 wrong = f"its first call raised {_one_line(exc)}"
