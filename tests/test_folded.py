@@ -15,7 +15,15 @@ from torch.fx.passes.shape_prop import ShapeProp
 
 from helpers.contract import jacobian_at
 from jacbench.core.errors import StrategySkip
-from jacbench.core.fold import NARROW, _broadcast, fold, traced, transpose_narrow
+from jacbench.core.fold import (
+    NARROW,
+    _broadcast,
+    fold,
+    fresh_outputs,
+    optimised,
+    traced,
+    transpose_narrow,
+)
 from jacbench.core.problem import build_problem
 from jacbench.core.registry import load_registry
 from jacbench.core.tiers import Stage, Tiered
@@ -262,3 +270,52 @@ SHIFT = torch.ones(3, dtype=torch.float64)
 def shifted(v: torch.Tensor) -> torch.Tensor:
     """A function of a global tensor (rebound by the test above)."""
     return torch.sin(v * SHIFT)
+
+
+B = torch.randn(5, 3, 4, dtype=torch.float64, generator=torch.Generator().manual_seed(9))
+
+
+def folded_then_viewed(x):
+    """bmm with a broadcast operand (folded: its result's layout changes), then viewed."""
+    out = torch.bmm(x.unsqueeze(0).expand(5, 2, 3), B)
+    return out.view(10, 4) * 2
+
+
+def written_through_a_view(x):
+    out = torch.bmm(x.unsqueeze(0).expand(5, 2, 3), B)
+    out.view(10, 4).add_(1.0)  # a write the base must see
+    return out
+
+
+def read_by_strides(x):
+    out = torch.bmm(x.unsqueeze(0).expand(5, 2, 3), B)
+    return out.as_strided((5, 8), (8, 1)) * 1.0  # the memory as it lay before the fold
+
+
+def bmm_nodes(gm) -> int:
+    return sum(1 for n in gm.graph.nodes if n.target is torch.ops.aten.bmm.default)
+
+
+@pytest.mark.parametrize(
+    ("f", "kept"),
+    [(folded_then_viewed, True), (written_through_a_view, False), (read_by_strides, False)],
+)
+def test_a_pass_is_kept_only_where_the_graph_stays_valid_for_any_strides(f, kept):
+    """Issue 46: the fold left a permuted result that a later view could not take (seed004 as
+    a plain function raised); a view becomes a reshape, unless a write goes through it or a
+    later operation reads memory by strides: then the graph stays as traced."""
+    x = torch.randn(2, 3, dtype=torch.float64)
+    graph = make_fx(f)(x)
+    done = optimised(graph, x, [lambda g, _: fold(g)])
+    assert (bmm_nodes(done) == 0) is kept
+    for point in (x, torch.randn(2, 3, dtype=torch.float64)):
+        torch.testing.assert_close(done(point), f(point))
+
+
+def test_an_output_that_is_a_constant_of_the_graph_is_a_new_tensor_at_each_call():
+    constant = torch.ones(3, dtype=torch.float64)
+    graph = make_fx(lambda x: (x * 2, constant))(torch.ones(3, dtype=torch.float64))
+    assert fresh_outputs(graph) == 1
+    (_, first), (_, second) = graph(torch.ones(3)), graph(torch.ones(3))
+    first.mul_(0)
+    assert torch.equal(second, constant) and torch.equal(constant, torch.ones(3).double())

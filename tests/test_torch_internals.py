@@ -51,6 +51,13 @@ def test_inductor_compiles_an_aten_graph_without_dynamo():
     torch.testing.assert_close(compiled(x), torch.diag(torch.cos(x)))
 
 
+def test_an_operations_schema_says_what_it_writes_and_what_it_views():
+    assert torch_internals.op_schema(torch.ops.aten.fill_.Scalar).is_mutable
+    view = torch_internals.op_schema(torch.ops.aten.view.default)
+    assert not view.is_mutable and view.returns[0].alias_info is not None
+    assert torch_internals.op_schema(len) is None
+
+
 def test_functorch_levels_are_read_and_left():
     depth = torch_internals.functorch_depth()
     seen = []

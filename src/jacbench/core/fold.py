@@ -158,7 +158,7 @@ def _is_view(node: fx.Node) -> bool:
         return False
     if node.target is operator.getitem:  # an item of split's or unbind's list of views
         return _is_view(node.args[0])
-    schema = getattr(node.target, "_schema", None)
+    schema = torch_internals.op_schema(node.target)
     return (
         schema is not None
         and not schema.is_mutable
@@ -173,8 +173,9 @@ def _base(node: fx.Node) -> fx.Node:
     return node
 
 
-def _mutates(node: fx.Node) -> bool:
-    schema = getattr(node.target, "_schema", None)
+def mutates(node: fx.Node) -> bool:
+    """Whether ``node`` writes into one of its inputs (``fill_``, ``copy_``, ``add_``...)."""
+    schema = torch_internals.op_schema(node.target)
     return node.op == "call_function" and schema is not None and schema.is_mutable
 
 
@@ -203,7 +204,7 @@ class _Layouts(fx.Interpreter):
         with self.mode:
             try:
                 out = super().run_node(n)
-            except RuntimeError:
+            except (RuntimeError, ValueError):  # fake kernels raise either for a view
                 if n.target not in VIEWS:
                     raise
                 n.target = aten.reshape.default
@@ -243,7 +244,7 @@ def valid(gm: fx.GraphModule, x: torch.Tensor, before: set[str]) -> bool:
     order = {n: i for i, n in enumerate(nodes)}
     for view in reshaped:
         bases = {_base(view), _base(view.args[0])}
-        later = (n for n in nodes if order[n] > order[view] and _mutates(n))
+        later = (n for n in nodes if order[n] > order[view] and mutates(n))
         if any(_base(arg) in bases for n in later for arg in n.all_input_nodes):
             return False
     return True

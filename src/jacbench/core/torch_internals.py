@@ -65,6 +65,12 @@ def inductor_compile(graph: fx.GraphModule, x: torch.Tensor, options: dict) -> C
     return torch._inductor.compile(graph, [x], options=options)
 
 
+def op_schema(target: object) -> Any | None:
+    """An aten operation's schema (which arguments it writes, which outputs alias an
+    input); None for anything else (operator.getitem, a Python function)."""
+    return getattr(target, "_schema", None)
+
+
 def functorch_depth() -> int:
     """How many functorch transforms (vmap, jvp, grad) the thread is inside."""
     return torch._C._functorch.get_dynamic_layer_stack_depth()
