@@ -12,7 +12,9 @@ each faster form (forward: jacfwd_folded eager, then compiled; reverse: jacrev_c
 once the calls since the last move have spent what building it is estimated to cost (ski
 rental: each move costs at most twice the better choice made in hindsight). Estimates become
 this machine's measured costs once it has built them for the problem (remembered).
-``prep.info.tier`` says where it is; ``prep.settled()`` makes every move now.
+``prep.info.tier`` says where it is; ``prep.settled()`` makes every move now. Each new
+tier's first answer is checked (``jacbench.core.tiers``), and a traced tier whose graph would
+be traced again before its calls paid for the trace goes back to eager (``on_retrace_storm``).
 
 With ``upfront`` (or ``compile`` off) the candidates below are each prepared and timed
 briefly, leaving out those that need over PASS_RATIO times the passes of the other mode, and
