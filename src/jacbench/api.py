@@ -16,7 +16,10 @@ from typing import Any
 import torch
 from torch import nn
 
+from jacbench.core.enums import Kind
+from jacbench.core.errors import UnsupportedFunction
 from jacbench.core.prepared import Prepared
+from jacbench.core.probe import check_point, probe
 from jacbench.core.problem import FunctionModule, make_problem
 from jacbench.core.registry import load_registry
 
@@ -30,38 +33,43 @@ def prepare(
     """A reusable Jacobian of ``f`` for points like ``example_x``, by a registered strategy.
 
     ``prep(x)`` returns the Jacobian at ``x`` shaped ``f(x).shape + x.shape`` (as
-    torch.func.jacrev does), never requiring grad. ``options`` are the strategy's options,
-    e.g. ``prepare(f, x, "fd_central", eps=1e-4)`` or ``prepare(f, x, "auto", compile=False)``.
-    The user's module is used as it is: its mode and requires_grad flags are left alone.
-    Sparse strategies with ``output="csr"`` (or ``"scipy"``) return the (M, N) CSR matrix of the
-    flattened function instead (torch's, or a ``scipy.sparse.csr_array``), and take a declared
-    ``pattern=``: an (M, N) boolean matrix or index pairs ``(rows, cols)``.
+    torch.func.jacrev does; ``()`` for a scalar function of a scalar), a new tensor at every
+    call, never requiring grad. ``options`` are the strategy's options, e.g.
+    ``prepare(f, x, "fd_central", eps=1e-4)`` or ``prepare(f, x, "auto", compile=False)``.
+    The user's module is used as it is: its mode and requires_grad flags are left alone, and
+    the caller's points are never written (a function that writes into its input gets a
+    copy). Sparse strategies with ``output="csr"`` (or ``"scipy"``) return the (M, N) CSR
+    matrix of the flattened function instead (torch's, or a ``scipy.sparse.csr_array``), and
+    take a declared ``pattern=``: an (M, N) boolean matrix or index pairs ``(rows, cols)``.
+
+    f is evaluated twice before the strategy's setup (``jacbench.core.probe``); a function
+    with no Jacobian to prepare is refused there with one ``jacbench.core.errors`` error
+    naming the cause: a point or output that is not one real floating-point tensor
+    (``UnsupportedFunction``), randomness (``RandomFunction``), or part of f hidden from
+    automatic differentiation (``GraphCut``: numpy, torch.no_grad, detach, .item()).
     """
-    x = example_x.detach().clone()  # a copy: a function that mutates its input cannot reach
-    with torch.no_grad():  # the caller's tensor
-        out_shape = tuple(f(x.clone()).shape)
+    if not callable(f):
+        raise UnsupportedFunction(
+            f"f is a {type(f).__name__}, not a function or module: pass a callable that maps "
+            "a tensor to a tensor"
+        )
+    x = check_point(example_x)
+    name, registry = _label(f), load_registry()
+    differenced = registry.get(strategy).kind is Kind.APPROXIMATE  # sees f's values alone
+    probed = probe(f, x, name, by_ad=not differenced)
     module = f if isinstance(f, nn.Module) else FunctionModule(f)
-    problem = make_problem(_label(f), module, x, "input", False, vectorize=True)
-    flat = load_registry().prepare(strategy, problem, **options)
-    in_shape = tuple(x.shape)
-
-    def shaped(out: torch.Tensor) -> torch.Tensor:
-        if not isinstance(out, torch.Tensor) or out.layout != torch.strided:
-            return out  # a sparse matrix (output="csr" or "scipy") stays (M, N)
-        return out.reshape(*out_shape, *in_shape)
-
-    def jac(point: torch.Tensor) -> torch.Tensor:
-        return shaped(flat.fn(point.reshape(-1)))
-
-    def value(point: torch.Tensor) -> torch.Tensor:
-        return flat.value_fn(point.reshape(-1)).reshape(out_shape)
-
-    def both(point: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
-        v, j = flat.both_fn(point.reshape(-1))
-        return v.reshape(out_shape), shaped(j)
-
-    one_pass = both if flat.both_fn is not None else None
-    return replace(flat, fn=jac, shape=in_shape, value_fn=value, both_fn=one_pass)
+    problem = make_problem(
+        name,
+        module,
+        x,
+        "input",
+        False,
+        vectorize=True,
+        output=probed.output,
+        copy_input=probed.writes_input,
+    )
+    flat = registry.prepare(strategy, problem, **options)
+    return replace(flat, shape=tuple(x.shape), out_shape=tuple(probed.output.shape))
 
 
 def jacobian(

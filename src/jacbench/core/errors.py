@@ -21,3 +21,26 @@ class LaunchRefused(BaseException):
     """A bad launch input found inside a Hydra callback. Hydra turns a callback's Exception
     into a warning and carries on, so the refusal is a BaseException; its ``__cause__`` is
     the ConfigError to show."""
+
+
+class OutputMismatch(ValueError):
+    """f's output at a point has another size than at the point it was prepared at."""
+
+
+class UnsupportedFunction(ConfigError):
+    """f, or the point it was given, is one jacbench cannot differentiate as given; the
+    message names what it is and what to do."""
+
+
+class GraphCut(UnsupportedFunction):
+    """Part of f's computation from x to its output is hidden from automatic differentiation
+    (numpy, torch.no_grad, detach, .item()): every AD Jacobian of it would be wrong."""
+
+
+class RandomFunction(UnsupportedFunction):
+    """f gives different values at the same point (random operations, state it changes)."""
+
+
+class RetraceStorm(RuntimeError):
+    """A traced Jacobian's graph had to be traced again at (nearly) every call: something it
+    froze keeps changing, so tracing costs more than it saves."""

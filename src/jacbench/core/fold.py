@@ -13,13 +13,13 @@ tensors fail inside forward AD: "InferenceMode::is_enabled() && self.is_inferenc
 
 from __future__ import annotations
 
+import operator
 from collections.abc import Callable
 
 import torch
 from torch import fx
-from torch._subclasses.fake_tensor import FakeTensorMode
-from torch.fx.experimental.proxy_tensor import make_fx
-from torch.fx.passes.fake_tensor_prop import FakeTensorProp
+
+from jacbench.core import torch_internals
 
 aten = torch.ops.aten
 # On CPU a product (M, k) x (k, n) with n <= 8 columns runs 2.5-10x slower than its
@@ -31,51 +31,34 @@ MIN_ELEMENTS = 4096
 
 def traced(fn: Callable, f: Callable, x: torch.Tensor) -> fx.GraphModule:
     """``fn`` (a transform of ``f``) as an aten graph, once ``f`` is shown to hold one graph
-    for every point of ``x``'s shape."""
-    make_fx(f, tracing_mode="fake", _allow_non_fake_inputs=True)(x)
-    return make_fx(fn)(x)
+    for every point of ``x``'s shape: no Python branching on values (the fake trace), no
+    operation whose output size depends on values (boolean masks, nonzero, unique)."""
+    torch_internals.trace_shapes_only(f, x)
+    graph = torch_internals.aten_graph(fn, x)
+    for node in graph.graph.nodes:
+        if _by_values(node):
+            raise ValueError(
+                f"{node.target} makes a result whose size (or value read as a number) depends "
+                "on x's values: one graph traced at one point is wrong at another"
+            )
+    return graph
 
 
-class Captured:
-    """What a traced graph holds as constants, by identity: the module's parameters, buffers
-    and submodules and, for a plain function, what its closure holds and the globals its code
-    names. torch.compile(jacfwd(f)) guards on these and recompiles; a traced graph would go on
-    with the old values, silently wrong after ``module.weight = nn.Parameter(...)`` or a
-    rebound variable, so the graph is traced again when ``changed()`` (in-place updates, as
-    optimisers make, are seen by the graph itself). Globals of functions that f calls are not
-    followed (dynamo's guards would see them)."""
-
-    def __init__(self, module: torch.nn.Module) -> None:
-        self.module = module
-        self.fn = getattr(module, "fn", None)  # a plain function's wrapper holds it
-        self.held = self._now()
-
-    def _now(self) -> list[object]:
-        """What is held now, read off the modules' own dicts: ``named_parameters`` builds
-        every name and took 31 us of seed004's 450 us call."""
-        held: list[object] = []
-        modules = [self.module]
-        while modules:
-            module = modules.pop()
-            held += module._parameters.values()
-            held += module._buffers.values()
-            held += module._modules.values()  # a replaced submodule
-            modules += [m for m in module._modules.values() if m is not None]
-        for cell in getattr(self.fn, "__closure__", None) or ():
-            try:
-                held.append(cell.cell_contents)
-            except ValueError:  # an empty cell
-                held.append(None)
-        code, namespace = getattr(self.fn, "__code__", None), getattr(self.fn, "__globals__", {})
-        if code is not None:
-            held += [namespace.get(name) for name in code.co_names]
-        return held
-
-    def changed(self) -> bool:
-        now = self._now()
-        if len(now) != len(self.held):
-            return True
-        return any(a is not b for a, b in zip(now, self.held, strict=True))
+def _by_values(node: fx.Node) -> bool:
+    """Whether ``node`` makes an output whose shape (or a Python number) depends on values:
+    boolean indexing, nonzero, unique, masked_select, .item() and the like."""
+    tags = getattr(node.target, "tags", ())
+    if torch.Tag.data_dependent_output in tags:
+        return True
+    if torch.Tag.dynamic_output_shape not in tags:
+        return False
+    if node.target is aten.index.Tensor:  # integer indices keep their shape
+        indices = node.args[1] if len(node.args) > 1 else []
+        return any(
+            isinstance(i, fx.Node) and i.meta["val"].dtype in (torch.bool, torch.uint8)
+            for i in indices
+        )
+    return True
 
 
 def _broadcast(node: object) -> bool:
@@ -148,10 +131,7 @@ def transpose_narrow(gm: fx.GraphModule, x: torch.Tensor) -> int:
     that go to the compiler."""
     if x.device.type != "cpu":
         return 0
-    mode = FakeTensorMode(allow_non_fake_inputs=True)
-    try:
-        FakeTensorProp(gm, mode).propagate(mode.from_tensor(x))
-    except Exception:  # an op without a fake kernel: no shapes to judge by, graph left as is
+    if not propagated(gm, x):  # an op without a fake kernel: no shapes to judge by
         return 0
     graph, rewritten, call = gm.graph, 0, gm.graph.call_function
     for node in list(graph.nodes):
@@ -170,3 +150,149 @@ def transpose_narrow(gm: fx.GraphModule, x: torch.Tensor) -> int:
         rewritten += 1
     gm.recompile()
     return rewritten
+
+
+# aten views, by their schema: an output that aliases an input and writes nothing
+def _is_view(node: fx.Node) -> bool:
+    if node.op != "call_function":
+        return False
+    if node.target is operator.getitem:  # an item of split's or unbind's list of views
+        return _is_view(node.args[0])
+    schema = torch_internals.op_schema(node.target)
+    return (
+        schema is not None
+        and not schema.is_mutable
+        and any(r.alias_info is not None for r in schema.returns)
+    )
+
+
+def _base(node: fx.Node) -> fx.Node:
+    """The node whose storage ``node`` views (itself where it is no view)."""
+    while _is_view(node) and node.args and isinstance(node.args[0], fx.Node):
+        node = node.args[0]
+    return node
+
+
+def mutates(node: fx.Node) -> bool:
+    """Whether ``node`` writes into one of its inputs (``fill_``, ``copy_``, ``add_``...)."""
+    schema = torch_internals.op_schema(node.target)
+    return node.op == "call_function" and schema is not None and schema.is_mutable
+
+
+VIEWS = {aten.view.default, aten._unsafe_view.default}
+RESHAPED = "jacbench_reshaped"  # a view a pass's layout made a reshape
+# Operations that read their input's memory by explicit strides and offset: after a pass that
+# changed a layout they would read the wrong elements without failing
+BY_STRIDES = {
+    aten.as_strided.default,
+    aten.as_strided_.default,
+    aten.as_strided_scatter.default,
+    aten._reshape_alias.default,
+}
+
+
+class _Layouts(fx.Interpreter):
+    """Fake tensors through a graph; a ``view`` that the strides before it no longer allow
+    (a pass changed a layout) becomes a ``reshape`` (a copy there, a view wherever a view
+    is possible). Each node's ``meta["val"]`` is set to what it computes now."""
+
+    def __init__(self, gm: fx.GraphModule, mode: object) -> None:
+        super().__init__(gm)
+        self.mode = mode
+
+    def run_node(self, n: fx.Node) -> object:
+        with self.mode:
+            try:
+                out = super().run_node(n)
+            except (RuntimeError, ValueError):  # fake kernels raise either for a view
+                if n.target not in VIEWS:
+                    raise
+                n.target = aten.reshape.default
+                n.meta[RESHAPED] = True
+                out = super().run_node(n)
+        n.meta["val"] = out
+        return out
+
+
+def propagated(gm: fx.GraphModule, x: torch.Tensor) -> bool:
+    """Whether fake tensors go through the graph at ``x`` (each node's ``meta["val"]`` set),
+    views the layouts no longer allow made reshapes (marked ``RESHAPED``)."""
+    with torch_internals.fake_mode() as mode:
+        try:
+            _Layouts(gm, mode).run(torch_internals.fake_tensor(mode, x))
+        except Exception:
+            return False
+    return True
+
+
+def valid(gm: fx.GraphModule, x: torch.Tensor, before: set[str]) -> bool:
+    """Whether a graph that passes rewrote (its nodes before them named in ``before``) still
+    computes what it did, for any strides of the rewritten values: each node runs (a view
+    the new layouts do not allow becomes a reshape, unless something writes through it or
+    its base later: a copy would not see the write), and no rewritten value reaches an
+    operation that reads memory by explicit strides."""
+    if not propagated(gm, x):
+        return False
+    nodes = list(gm.graph.nodes)
+    reshaped = [n for n in nodes if n.meta.get(RESHAPED)]
+    changed = {n for n in nodes if n.name not in before}
+    for node in nodes:  # what the rewritten values reach
+        if any(arg in changed for arg in node.all_input_nodes):
+            changed.add(node)
+    if any(n.target in BY_STRIDES for n in changed):
+        return False
+    order = {n: i for i, n in enumerate(nodes)}
+    for view in reshaped:
+        bases = {_base(view), _base(view.args[0])}
+        later = (n for n in nodes if order[n] > order[view] and mutates(n))
+        if any(_base(arg) in bases for n in later for arg in n.all_input_nodes):
+            return False
+    return True
+
+
+def copy(gm: fx.GraphModule) -> fx.GraphModule:
+    """A graph module with its own copy of the graph; its constants are the same objects
+    (a constant updated in place is seen by both)."""
+    graph = fx.Graph()
+    out = graph.graph_copy(gm.graph, {})
+    graph.output(out)
+    return fx.GraphModule(gm, graph)
+
+
+def fresh_outputs(gm: fx.GraphModule) -> int:
+    """Make every output that is (a view of) a constant of the graph or its input a copy,
+    so that no call returns the storage another call returns (a Jacobian that does not
+    depend on x, hoisted, was one buffer shared by every call: one ``J *= w`` by a caller
+    changed every later answer). Returns how many outputs were copied."""
+    graph, copied = gm.graph, 0
+    output = next(n for n in graph.nodes if n.op == "output")
+
+    def fresh(arg: object) -> object:
+        nonlocal copied
+        if not isinstance(arg, fx.Node) or _base(arg).op not in ("get_attr", "placeholder"):
+            return arg
+        with graph.inserting_before(output):
+            clone = graph.call_function(aten.clone.default, (arg,))
+        clone.meta = dict(arg.meta)
+        copied += 1
+        return clone
+
+    output.args = fx.node.map_aggregate(output.args, fresh)
+    gm.recompile()
+    return copied
+
+
+def optimised(gm: fx.GraphModule, x: torch.Tensor, passes: list[Callable]) -> fx.GraphModule:
+    """``gm`` with ``passes`` (each ``pass(graph, x)``) applied to a copy, kept valid for
+    any strides (``valid``); ``gm`` unchanged where they cannot be. Either way every
+    output is a new tensor at each call (``fresh_outputs``)."""
+    before = {n.name for n in gm.graph.nodes}
+    work = copy(gm)
+    try:
+        for run in passes:
+            run(work, x)
+        done = work if valid(work, x, before) else gm
+    except Exception:  # a pass that cannot handle this graph: the graph as traced
+        done = gm
+    fresh_outputs(done)
+    return done

@@ -12,6 +12,8 @@ from __future__ import annotations
 import torch
 from torch import fx
 
+from jacbench.core.fold import mutates
+
 aten = torch.ops.aten
 # Factories that read only their first argument's dtype and device, never its values
 METADATA_ONLY = {
@@ -27,11 +29,6 @@ def _inputs(node: fx.Node) -> list[fx.Node]:
     if node.target in METADATA_ONLY:
         return [n for n in inputs if n is not node.args[0]]
     return inputs
-
-
-def _mutates(node: fx.Node) -> bool:
-    schema = getattr(node.target, "_schema", None)
-    return schema is not None and schema.is_mutable
 
 
 def _value(node: fx.Node, values: dict[fx.Node, object]) -> object:
@@ -64,16 +61,16 @@ def hoist(gm: fx.GraphModule) -> int:
             continue
         inputs = _inputs(node)
         if all(n in values for n in inputs) and not _seeded(node):
-            if _mutates(node) and read:
+            if mutates(node) and read:
                 return 0  # written after a use: the use saw the tensor as it was before
             try:
                 values[node] = _value(node, values)
                 continue
             except Exception:
-                if _mutates(node):
+                if mutates(node):
                     return 0
         if any(n in values for n in inputs):
-            if _mutates(node):
+            if mutates(node):
                 return 0  # input data written into a tensor built from shapes
             read = True
     used = [n for n in values if any(u not in values for u in n.users)]

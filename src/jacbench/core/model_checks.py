@@ -14,19 +14,24 @@ def first_output(name: str, forward: Callable[[], object], dtype: torch.dtype) -
     """The model's output at the point, checked; a dtype clash (constants that do not follow
     the job's dtype) becomes one line saying what to change."""
     with torch.no_grad():
-        try:
-            out = forward()
-        except RuntimeError as exc:
-            text = " ".join(str(exc).split())
-            if "dtype" not in text and "Double" not in text and "Float" not in text:
-                raise
-            raise ConfigError(
-                f"model {name!r} cannot compute in {str(dtype).removeprefix('torch.')} "
-                f"({text[:160]}): tensors it keeps outside parameters and buffers (in a "
-                "closure or a global) keep their own dtype; register them as buffers of an "
-                "nn.Module, or create them with the input's dtype (x.dtype)"
-            ) from exc
-    return check_output(name, out)
+        return check_output(name, evaluated(name, forward, dtype))
+
+
+def evaluated(name: str, forward: Callable[[], object], dtype: torch.dtype) -> object:
+    """``forward()``; a dtype clash (constants that do not follow the job's dtype) becomes
+    one line saying what to change."""
+    try:
+        return forward()
+    except RuntimeError as exc:
+        text = " ".join(str(exc).split())
+        if "dtype" not in text and "Double" not in text and "Float" not in text:
+            raise
+        raise ConfigError(
+            f"model {name!r} cannot compute in {str(dtype).removeprefix('torch.')} "
+            f"({text[:160]}): tensors it keeps outside parameters and buffers (in a "
+            "closure or a global) keep their own dtype; register them as buffers of an "
+            "nn.Module, or create them with the input's dtype (x.dtype)"
+        ) from exc
 
 
 def check_output(name: str, out: object) -> torch.Tensor:

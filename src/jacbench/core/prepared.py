@@ -9,6 +9,9 @@ setup decided is a declared, typed field (``info``), never an attribute set on a
 from __future__ import annotations
 
 import cmath
+import contextlib
+import math
+import threading
 import warnings
 from collections.abc import Callable
 from dataclasses import dataclass, field, replace
@@ -17,7 +20,7 @@ from typing import Protocol
 import torch
 
 from jacbench.core.enums import Mode
-from jacbench.core.errors import PointMismatch
+from jacbench.core.errors import OutputMismatch, PointMismatch
 
 JacobianFn = Callable[[torch.Tensor], torch.Tensor]
 
@@ -44,6 +47,10 @@ class Tiers(Protocol):
     @property
     def chosen_strategy(self) -> str: ...
 
+    @property
+    def refused(self) -> object | None:
+        """The later tier that failed its first call's check (``jacbench.core.tiers``)."""
+
     def settle(self) -> None:
         """Move to the final tier now (the runner times that, not the way to it)."""
 
@@ -67,16 +74,36 @@ def _describe(shape: tuple[int, ...], dtype: torch.dtype, device: torch.device) 
     return f"shape {tuple(shape)}, {str(dtype).removeprefix('torch.')} on {device}"
 
 
+# torch keeps some state per process, not per thread: forward-mode AD's dual levels (two
+# threads in jvp at once fail with "Nested forward mode AD is not supported", or worse, leave
+# a traced graph wrong for good), make_fx's patcher, and modules it imports on first use (two
+# first uses at once left torch half-imported). Whatever touches it takes turns under this
+# lock: every preparation, every call of a forward-mode Jacobian, and the first call of any
+# other (reverse mode and differences then run concurrently).
+TORCH_STATE = threading.RLock()
+_NO_TURN = contextlib.nullcontext()
+
+
+@dataclass
+class _Calls:
+    """Whether a prepared Jacobian has been called (its first call takes turns)."""
+
+    warm: bool = False
+
+
 @dataclass(frozen=True)
 class Prepared:
     """``prep(x)``: the Jacobian at ``x``, by the strategy prepared for points like ``x``.
 
     Calls run under ``torch.no_grad()``: the result never carries a graph (strategies that
-    need autograd enable it inside). A Jacobian with NaN or infinite entries comes with a
-    ``NonFiniteJacobian`` warning. Safe to call from several threads (forward-mode ones take
-    turns: torch's forward AD is not usable from two threads at once). A point of another
-    shape, dtype or device is refused with a message naming what was prepared and what was
-    given.
+    need autograd enable it inside), and it is a new tensor at every call. A Jacobian with
+    NaN or infinite entries comes with a ``NonFiniteJacobian`` warning. Safe to call from
+    several threads (forward-mode ones take turns: torch's forward AD is not usable from two
+    threads at once). A point of another shape, dtype or device is refused with a message
+    naming what was prepared and what was given.
+
+    ``fn`` maps a flat point to the flat (M, N) Jacobian (B, M, N for a batch); the library
+    (``out_shape`` set) reshapes points and Jacobians to ``f(x).shape + x.shape``.
     """
 
     fn: JacobianFn = field(repr=False)
@@ -89,6 +116,9 @@ class Prepared:
     tiers: Tiers | None = field(default=None, repr=False)
     value_fn: JacobianFn | None = field(default=None, repr=False)  # f at points like x
     both_fn: ValueAndJacobianFn | None = field(default=None, repr=False)  # one pass
+    serial: bool = False  # every call takes turns under TORCH_STATE (forward mode)
+    out_shape: tuple[int, ...] | None = None  # the library's: f(x).shape
+    calls: _Calls = field(default_factory=_Calls, repr=False, compare=False)
 
     @property
     def info(self) -> PrepInfo:
@@ -105,6 +135,12 @@ class Prepared:
         return self
 
     def check(self, x: torch.Tensor) -> None:
+        if not isinstance(x, torch.Tensor):
+            raise PointMismatch(
+                f"{self.strategy} was prepared for points of "
+                f"{_describe(self.shape, self.dtype, self.device)}; got a {type(x).__name__}: "
+                "pass a torch.Tensor (torch.as_tensor(x, dtype=...) converts one)"
+            )
         if tuple(x.shape) != self.shape or x.dtype != self.dtype or x.device != self.device:
             raise PointMismatch(
                 f"{self.strategy} was prepared for points of "
@@ -112,11 +148,67 @@ class Prepared:
                 f"{_describe(tuple(x.shape), x.dtype, x.device)}: prepare again for this point"
             )
 
+    def _turn(self) -> contextlib.AbstractContextManager:
+        """TORCH_STATE where this call must take turns (forward mode; any first call)."""
+        return TORCH_STATE if self.serial or not self.calls.warm else _NO_TURN
+
+    def raw(self, x: torch.Tensor) -> torch.Tensor:
+        """The strategy's Jacobian at a flat point, taking turns where it must."""
+        with self._turn():
+            out = self.fn(x)
+        self.calls.warm = True
+        return out
+
+    def raw_both(self, x: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        """(f(x), J(x)) at a flat point: from one pass where the strategy has one."""
+        if self.both_fn is None:
+            return self.value_fn(x), self.raw(x)
+        with self._turn():
+            out = self.both_fn(x)
+        self.calls.warm = True
+        return out
+
     def __call__(self, x: torch.Tensor) -> torch.Tensor:
         self.check(x)
+        flat = x if self.out_shape is None else x.reshape(-1)
         with torch.no_grad():
-            out = self.fn(x)
-        return self._finite(out)
+            try:
+                with self._turn():  # as in raw, inline: one layer less between x and f
+                    out = self.fn(flat)
+            except RuntimeError as exc:
+                raise self._explained(flat, exc) from exc
+        self.calls.warm = True
+        return self._finite(self._shaped(flat, out))
+
+    def _shaped(self, flat: torch.Tensor, out: torch.Tensor) -> torch.Tensor:
+        """The library's Jacobian shaped ``f(x).shape + x.shape`` (a sparse matrix stays
+        (M, N)); the strategy's own otherwise."""
+        if self.out_shape is None or not isinstance(out, torch.Tensor):
+            return out
+        if out.layout != torch.strided:
+            return out
+        shape = self.out_shape + self.shape
+        if out.numel() != math.prod(shape):
+            raise self._explained(flat, None)
+        return out.reshape(shape)
+
+    def _explained(self, flat: torch.Tensor, exc: Exception | None) -> Exception:
+        """An ``OutputMismatch`` where f's output at this point is not of the prepared shape
+        (the strategy's error names a reshape, not the cause); else ``exc`` as it was."""
+        if self.out_shape is not None and self.value_fn is not None:
+            try:
+                with torch.no_grad():
+                    got = tuple(self.value_fn(flat).shape)
+            except Exception:
+                got = None
+            if got is not None and math.prod(got) != math.prod(self.out_shape):
+                return OutputMismatch(
+                    f"f returned shape {got} at this point and {self.out_shape} at the point "
+                    f"{self.strategy} was prepared at: a Jacobian has one shape for all points "
+                    "of a prepared function; prepare again at this point, or return an output "
+                    "of fixed size (e.g. torch.where instead of boolean indexing)"
+                )
+        return exc if exc is not None else RuntimeError(f"{self.strategy}: wrong Jacobian size")
 
     def _finite(self, out: torch.Tensor) -> torch.Tensor:
         """``out``, with a ``NonFiniteJacobian`` warning where it has NaN or inf entries."""
@@ -148,12 +240,17 @@ class Prepared:
         if self.both_fn is None and self.value_fn is None:
             raise TypeError(f"{self.strategy}: prepared without its function")
         self.check(x)
+        flat = x if self.out_shape is None else x.reshape(-1)
         with torch.no_grad():
-            if self.both_fn is not None:
-                value, jac = self.both_fn(x)
-            else:
-                value, jac = self.value_fn(x), self.fn(x)
-        return value, self._finite(jac)
+            try:
+                value, jac = self.raw_both(flat)
+            except RuntimeError as exc:
+                raise self._explained(flat, exc) from exc
+        if value.untyped_storage().data_ptr() == x.untyped_storage().data_ptr():
+            value = value.clone()  # f returned (a view of) its input: not the caller's x
+        if self.out_shape is not None:
+            value = value.reshape(self.out_shape)
+        return value, self._finite(self._shaped(flat, jac))
 
 
 class NonFiniteJacobian(RuntimeWarning):

@@ -99,9 +99,8 @@ class Problem:
     n_in: int
     n_out: int
     # Many points: (K, N) -> (K, M); one batched pass where the model accepts a batch or
-    # (w.r.t. parameters) vmap can batch it (``batched_natively``), else a loop.
+    # vmap can batch it (``batched_natively``), else a loop.
     f_many: Fn
-    batched_natively: bool
     # The model's own formula for the Jacobian at one point, where it has one.
     analytic: Fn | None
     module: nn.Module = field(repr=False)
@@ -118,6 +117,11 @@ class Problem:
     @property
     def device(self) -> torch.device:
         return self.x.device
+
+    @property
+    def batched_natively(self) -> bool:
+        """Whether many points go through one batched pass (not a loop of one per point)."""
+        return bool(getattr(self.f_many, "batched", False))
 
     @property
     def points(self) -> torch.Tensor:
@@ -148,21 +152,63 @@ class Problem:
         )
 
 
-def _loop(f: Fn) -> Fn:
-    return lambda points: torch.stack([f(p) for p in points])
+class Batched:
+    """Many points in one pass of a function that takes a batch."""
+
+    batched = True
+
+    def __init__(self, many: Fn) -> None:
+        self.many = many
+
+    def __call__(self, points: torch.Tensor) -> torch.Tensor:
+        return self.many(points)
 
 
-def _vmapped_or_loop(f: Fn, x: torch.Tensor) -> tuple[Fn, bool]:
-    """Many points at once through torch.func.vmap; a loop where some op has no batching
-    rule, or where the batched values differ from one call per point (Python-side state)."""
-    many, loop = torch.func.vmap(f), _loop(f)
-    probe = torch.stack([x, 0.5 * x + 0.25])
-    try:
-        with torch.no_grad():
-            agree = torch.allclose(many(probe), loop(probe), rtol=1e-5, atol=1e-6, equal_nan=True)
-    except Exception:
-        agree = False
-    return (many, True) if agree else (loop, False)
+class Loop:
+    """Many points, one call of f per point."""
+
+    batched = False
+
+    def __init__(self, f: Fn) -> None:
+        self.f = f
+
+    def __call__(self, points: torch.Tensor) -> torch.Tensor:
+        return torch.stack([self.f(p) for p in points])
+
+
+class VmapOrLoop:
+    """Many points through torch.func.vmap; a loop where some op has no batching rule, or
+    where the batched values differ from one call per point (Python-side state). Decided
+    at the first call (a strategy that never evaluates many points never pays the check)."""
+
+    def __init__(self, f: Fn) -> None:
+        self.f, self._chosen = f, None
+
+    @property
+    def batched(self) -> bool:
+        return self._chosen is not None and not isinstance(self._chosen, Loop)
+
+    def __call__(self, points: torch.Tensor) -> torch.Tensor:
+        if self._chosen is None:
+            self._chosen = self.choose(points[0])
+        return self._chosen(points)
+
+    def choose(self, x: torch.Tensor) -> Fn:
+        many, loop = torch.func.vmap(self.f), Loop(self.f)
+        probe = torch.stack([x, 0.5 * x + 0.25])
+        try:
+            with torch.no_grad():
+                agree = torch.allclose(
+                    many(probe), loop(probe), rtol=1e-5, atol=1e-6, equal_nan=True
+                )
+        except Exception:
+            agree = False
+        return Batched(many) if agree else loop
+
+
+def _decided(many: VmapOrLoop, x: torch.Tensor) -> VmapOrLoop:
+    many._chosen = many.choose(x)
+    return many
 
 
 def make_problem(
@@ -173,6 +219,8 @@ def make_problem(
     has_analytic: bool,
     batch: int = 1,
     vectorize: bool = False,
+    output: torch.Tensor | None = None,
+    copy_input: bool = False,
 ) -> Problem:
     """Flatten ``module`` at ``inp`` into f: R^N -> R^M w.r.t. its input or parameters.
 
@@ -180,6 +228,8 @@ def make_problem(
     (its mode and requires_grad flags are left alone). ``vectorize``: many input points of a
     module that does not accept a batch go through ``torch.func.vmap`` where it can (the
     library's plain functions), not a loop; the runner keeps the loop it has always measured.
+    ``output``: f at ``inp``, already checked (the library's ``prepare``): f is then not
+    evaluated here. ``copy_input``: f writes into its input, so each call gets a copy.
     """
     sample_shape = tuple(inp.shape[1:]) if batch > 1 else tuple(inp.shape)
     analytic_fn = getattr(module, "analytic_jacobian", None) if has_analytic else None
@@ -187,62 +237,78 @@ def make_problem(
     native = bool(getattr(module, "accepts_batch", False))
 
     if wrt == "input":
+        call = _direct(module, copy_input)
+        flat = len(sample_shape) == 1 and output is not None and output.dim() == 1
+        if flat and not copy_input:
+            f = call  # already R^N -> R^M: no wrapper between a strategy and f
 
-        def f(v: torch.Tensor) -> torch.Tensor:
-            return module(v.reshape(sample_shape)).reshape(-1)
+        else:
+
+            def f(v: torch.Tensor) -> torch.Tensor:
+                return call(v.reshape(sample_shape)).reshape(-1)
 
         def forward_many(v: torch.Tensor) -> torch.Tensor:
-            return module(v.reshape(v.shape[0], *sample_shape))
+            return call(v.reshape(v.shape[0], *sample_shape))
 
         def f_native(v: torch.Tensor) -> torch.Tensor:
             return forward_many(v).reshape(v.shape[0], -1)
 
         x = inp.detach().reshape(batch, -1) if batch > 1 else inp.detach().reshape(-1)
         point = x.reshape(batch, -1)[0].reshape(sample_shape)
-        first_output(name, lambda: module(point), x.dtype)
+        if output is None:
+            output = first_output(name, lambda: call(point), x.dtype)
         if native:
             check_batched(name, forward_many, f, x.reshape(batch, -1))
-        if native:
-            f_many = f_native
+            f_many: Fn = Batched(f_native)
         elif vectorize:
-            f_many, native = _vmapped_or_loop(f, x)
+            f_many = VmapOrLoop(f)
         else:
-            f_many = _loop(f)
+            f_many = Loop(f)
     elif wrt == "params":
         if batch > 1:
             raise ConfigError("batch > 1 needs wrt=input (per-sample Jacobians of the input)")
         if not any(True for _ in module.parameters()):
             raise ConfigError(f"model {name!r} has no parameters; use wrt=input")
-        flat = FlatParams(module)
+        flat_params = FlatParams(module)
         fixed_input = inp.detach()
 
         def f(theta: torch.Tensor) -> torch.Tensor:
-            return flat.call(theta, fixed_input).reshape(-1)
+            return flat_params.call(theta, fixed_input).reshape(-1)
 
-        x = flat.vector()
-        first_output(name, lambda: flat.call(x, fixed_input), x.dtype)
-        f_many, native = _vmapped_or_loop(f, x)
+        x = flat_params.vector()
+        output = first_output(name, lambda: flat_params.call(x, fixed_input), x.dtype)
+        f_many = _decided(VmapOrLoop(f), x)
         analytic_fn = None
     else:
         raise ConfigError(f"unknown wrt {wrt!r}; valid choices: {', '.join(WRT_CHOICES)}")
 
-    with torch.no_grad():
-        n_out = f(x.reshape(batch, -1)[0]).numel()
     return Problem(
         name=name,
         wrt=wrt,
         f=f,
         x=x,
         n_in=x.reshape(batch, -1).shape[1],
-        n_out=n_out,
+        n_out=output.numel(),
         f_many=f_many,
-        batched_natively=native,
         analytic=analytic_fn,
         module=module,
         input=inp.detach(),
         batch=batch,
         sparsity=sparsity,
     )
+
+
+def _direct(module: nn.Module, copy_input: bool) -> Callable[[torch.Tensor], torch.Tensor]:
+    """What computes f: a plain function itself (its wrapper module has no hooks to run),
+    else the module; given a copy of its input where it writes into it."""
+    call = module.fn if isinstance(module, FunctionModule) else module
+    if not copy_input:
+        return call
+
+    def on_a_copy(v: torch.Tensor) -> torch.Tensor:
+        return call(v.clone())
+
+    return on_a_copy
 
 
 def _sample_input(module: nn.Module, shape: Sequence[int], seed: int, batch: int) -> torch.Tensor:

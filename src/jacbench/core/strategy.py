@@ -9,7 +9,6 @@ something worth recording. ``StrategySpec.prepare`` wraps either into a ``Prepar
 from __future__ import annotations
 
 import dataclasses
-import threading
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
@@ -18,8 +17,7 @@ import torch
 
 from jacbench.core.enums import Kind, Mode
 from jacbench.core.errors import ConfigError, StrategySkip
-from jacbench.core.gc_pause import first_call_paused
-from jacbench.core.prepared import Declared, JacobianFn, Prepared, PrepInfo
+from jacbench.core.prepared import TORCH_STATE, Declared, JacobianFn, Prepared, PrepInfo
 
 if TYPE_CHECKING:
     from jacbench.core.problem import Problem
@@ -37,22 +35,6 @@ __all__ = [
 ]
 
 PrepareFn = Callable[["Problem", Any], "JacobianFn | Declared"]
-
-
-# torch's forward-mode AD keeps its dual levels per process: two threads in jvp at once fail
-# with "Nested forward mode AD is not supported" (half the calls, measured). Forward-mode
-# prepared Jacobians therefore take turns; reverse mode and differences run concurrently.
-FORWARD_AD = threading.RLock()
-
-
-def serialised(jac: JacobianFn) -> JacobianFn:
-    """``jac`` called under ``FORWARD_AD``: safe from several threads, one at a time."""
-
-    def one_at_a_time(x: torch.Tensor) -> torch.Tensor:
-        with FORWARD_AD:
-            return jac(x)
-
-    return one_at_a_time
 
 
 @dataclass
@@ -94,19 +76,13 @@ class StrategySpec:
                 f"{problem.batch} needs a batch-aware strategy (e.g. jacrev, jacfwd, fd_central)"
             )
         opts = self.make_options({}) if opts is None else opts
-        with torch.no_grad():  # the setup runs in the grad mode its calls will run in
+        # the setup runs in the grad mode its calls will run in, and takes turns with every
+        # other use of torch's process-wide state (tracing, forward mode: TORCH_STATE)
+        with TORCH_STATE, torch.no_grad():
             built = self.setup(problem, opts)
         declared = built if isinstance(built, Declared) else Declared(built)
-        forward = self.mode is Mode.FORWARD
-
-        def callable_as_prepared(call: Callable) -> Callable:
-            """Forward mode one thread at a time; the first call (torch imports its compiler
-            there, strategies build) with the collector paused."""
-            return first_call_paused(serialised(call) if forward else call)
-
-        both = declared.value_and_jac
         return Prepared(
-            fn=callable_as_prepared(declared.jac),
+            fn=declared.jac,
             strategy=self.name,
             shape=tuple(problem.x.shape),
             dtype=problem.dtype,
@@ -115,7 +91,8 @@ class StrategySpec:
             mode=declared.mode or self.mode,
             tiers=declared.tiers,
             value_fn=problem.f if problem.batch == 1 else problem.f_many,
-            both_fn=None if both is None else callable_as_prepared(both),
+            both_fn=declared.value_and_jac,
+            serial=self.mode is Mode.FORWARD,  # auto's tiers take turns by their own
         )
 
 

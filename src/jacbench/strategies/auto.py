@@ -13,7 +13,9 @@ each faster form (forward: jacfwd_folded eager, then compiled; reverse: jacrev_c
 once the calls since the last move have spent what building it is estimated to cost (ski
 rental: each move costs at most twice the better choice made in hindsight). Estimates become
 this machine's measured costs once it has built them for the problem (remembered).
-``prep.info.tier`` says where it is; ``prep.settled()`` makes every move now.
+``prep.info.tier`` says where it is; ``prep.settled()`` makes every move now. Each new
+tier's first answer is checked (``jacbench.core.tiers``), and a traced tier whose graph would
+be traced again before its calls paid for the trace goes back to eager (``on_retrace_storm``).
 
 With ``upfront`` (or ``compile`` off) the candidates below are each prepared and timed
 briefly, leaving out those that need over PASS_RATIO times the passes of the other mode, and
@@ -37,6 +39,7 @@ from enum import Enum
 import torch
 
 from jacbench.core import decisions, sparsity
+from jacbench.core.agreement import disagreement
 from jacbench.core.interrupt import raise_if_interrupt
 from jacbench.core.memory_budget import sampled
 from jacbench.core.prepared import Prepared
@@ -277,10 +280,11 @@ def ladder(problem: Problem) -> list[tuple[Tier, str, dict]]:
     if too_large(problem) or problem.sparsity is not None:
         return [(Tier.EAGER, *ruled(problem, False)), (Tier.COMPILED, *ruled(problem, True))]
     if problem.n_out >= problem.n_in:
+        storm = {"on_retrace_storm": "raise"}  # back to the eager tier (jacbench.core.tiers)
         return [
             (Tier.EAGER, "jacfwd", {}),
-            (Tier.FOLDED, "jacfwd_folded", {"compile": False}),
-            (Tier.COMPILED, "jacfwd_folded", {"compile": True}),
+            (Tier.FOLDED, "jacfwd_folded", {"compile": False, **storm}),
+            (Tier.COMPILED, "jacfwd_folded", {"compile": True, **storm}),
         ]
     return [(Tier.EAGER, "jacrev", {}), (Tier.COMPILED, "jacrev_compiled", {})]
 
@@ -308,7 +312,12 @@ def tiered(problem: Problem, opts: AutoOptions) -> Declared:
         Stage(t.value, builder(t, n, o), opts.patience * costs.get(t.value, COST_ESTIMATES_S[t]))
         for t, n, o in later
     ]
-    tiers = Tiered(first, tier.value, stages)
+    f = problem.f if problem.batch == 1 else problem.f_many
+
+    def check(x: torch.Tensor, jacobian: object) -> str:
+        return disagreement(f, x, jacobian, problem.n_out)
+
+    tiers = Tiered(first, tier.value, stages, check, problem.x)
     info = replace(first.info, decided_by=Decided.RULE.value)
     return Declared(tiers.jac, info, value_and_jac=tiers.both, mode=first.mode, tiers=tiers)
 
@@ -379,4 +388,5 @@ def auto(problem: Problem, opts: AutoOptions):
         return tiered(problem, opts)
     chosen, how = choose(problem, opts)
     info = replace(chosen.info, chosen_strategy=chosen.strategy, decided_by=how.value)
-    return Declared(chosen.fn, info, value_and_jac=chosen.both_fn, mode=chosen.mode)
+    both = chosen.raw_both if chosen.both_fn is not None else None
+    return Declared(chosen.raw, info, value_and_jac=both, mode=chosen.mode)

@@ -31,7 +31,12 @@ def forward_with_grad(problem: Problem, x: torch.Tensor) -> tuple[torch.Tensor, 
     """(X, F(X)) with X a leaf that requires grad: the graph the backward passes walk.
     Called with grad enabled (a prepared Jacobian runs under no_grad)."""
     X = x.detach().reshape(problem.batch, problem.n_in).requires_grad_(True)
-    return X, rows_fn(problem)(X)
+    Y = rows_fn(problem)(X)
+    if Y[0].numel() != problem.n_out:  # rows are read one by one: a longer f is truncated
+        raise RuntimeError(
+            f"f returned {Y[0].numel()} outputs where it was prepared for {problem.n_out}"
+        )
+    return X, Y
 
 
 @strategy(Kind.EXACT, Mode.REVERSE, batch=True)

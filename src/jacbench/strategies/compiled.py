@@ -4,26 +4,31 @@ lands in first_call_s and never in the steady-state time."""
 
 from __future__ import annotations
 
+import collections
 import contextlib
+import time
+import types
 import warnings
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 
 import torch
 
-from jacbench.core.fold import Captured, fold, traced, transpose_narrow
+from jacbench.core import torch_internals
+from jacbench.core.errors import RetraceStorm
+from jacbench.core.fold import fold, optimised, traced, transpose_narrow
 from jacbench.core.hoist import hoist
-from jacbench.core.problem import Problem
+from jacbench.core.prepared import TORCH_STATE
+from jacbench.core.problem import FunctionModule, Problem
 from jacbench.core.strategy import Kind, Mode, StrategySkip, strategy
+from jacbench.core.watch import TooMuchToWatch, Watch
 from jacbench.strategies.func import per_point
 
 COMPILE_MODES = ("default", "reduce-overhead", "max-autotune")
-# jacfwd/jacrev wrappers share their code objects across problems: with the default cache
-# limit (8) a sweep would silently fall back to eager after a few problems.
-CACHE_LIMIT = 256
-# A traced graph rebuilt this often is rebuilt at (nearly) every call: said once, as dynamo
-# says so at its own default cache limit (8) before it falls back to eager code.
+# A traced graph rebuilt at this many of its last 2x as many calls is rebuilt at (nearly)
+# every call: said once, as dynamo says so at its own default cache limit (8).
 RETRACE_WARNING = 8
+STORMS = ("warn", "raise")  # what a retrace storm does: warn once, or raise RetraceStorm
 
 
 @dataclass
@@ -33,17 +38,6 @@ class CompileOptions:
     def __post_init__(self) -> None:
         if self.mode not in COMPILE_MODES:
             raise ValueError(f"mode must be one of {', '.join(COMPILE_MODES)}, got {self.mode!r}")
-
-
-def _raise_cache_limits() -> None:
-    config = torch._dynamo.config
-    config.cache_size_limit = max(config.cache_size_limit, CACHE_LIMIT)
-    if hasattr(config, "accumulated_cache_size_limit"):
-        config.accumulated_cache_size_limit = max(config.accumulated_cache_size_limit, CACHE_LIMIT)
-
-
-# Autograd modes torch.compile failed to restore, held open for the rest of the process.
-_RESTORED: list[object] = []
 
 
 @contextlib.contextmanager
@@ -56,26 +50,42 @@ def autograd_state_kept() -> Iterator[None]:
     thread state behind. A sweep runs many jobs in one process, so it is put back here,
     after every compiled call."""
     grad, inference = torch.is_grad_enabled(), torch.is_inference_mode_enabled()
-    depth = torch._C._functorch.get_dynamic_layer_stack_depth()
+    depth = torch_internals.functorch_depth()
     try:
         yield
     finally:
-        if torch._C._functorch.get_dynamic_layer_stack_depth() != depth:
-            torch._C._functorch.pop_dynamic_layer_stack_and_undo_to_depth(depth)
+        if torch_internals.functorch_depth() != depth:
+            torch_internals.leave_functorch_levels(depth)
         if torch.is_inference_mode_enabled() != inference:
-            _RESTORED.append(torch.autograd.grad_mode._enter_inference_mode(inference))
-        torch._C._set_grad_enabled(grad)
+            torch_internals.restore_inference_mode(inference)
+        torch.set_grad_enabled(grad)
+
+
+def own_entry(fn: Callable) -> Callable:
+    """``fn`` called from a function with a code object of its own.
+
+    dynamo keeps its compiled code per code object, at most 8 versions of each (its cache
+    limit): every ``torch.func.jacfwd(f)`` shares one wrapper's code, so a process that
+    prepared 8 compiled Jacobians of other shapes or functions ran the 9th eagerly, 8x slower
+    (257 against 29 us a call, scripts/compile_cache.py). With a code object per prepared
+    Jacobian its versions never reach the limit, and the process-wide limit is left as the
+    user set it."""
+
+    def entry(v: torch.Tensor) -> object:
+        return fn(v)
+
+    code = entry.__code__.replace()  # a copy: a new code object
+    return types.FunctionType(code, entry.__globals__, entry.__name__, None, entry.__closure__)
 
 
 def compile_checked(fn: Callable, x: torch.Tensor, mode: str = "default") -> Callable:
     """``torch.compile(fn)``, compiled now by a first call at ``x``; a failure is a skip."""
     if not hasattr(torch, "compile"):
         raise StrategySkip(f"torch {torch.__version__} has no torch.compile")
-    _raise_cache_limits()
     # dynamic=False: a prepared Jacobian is made for one shape, and dynamo's automatic dynamic
     # shapes (switched on when the same code is met with another shape in the process) traced
     # vmap(jacrev) symbolically and failed ("Please convert all Tensors to FakeTensors") in CI
-    compiled = torch.compile(fn, mode=mode, dynamic=False)
+    compiled = torch.compile(own_entry(fn), mode=mode, dynamic=False)
 
     def call(v: torch.Tensor) -> torch.Tensor:  # a new point may compile again
         with autograd_state_kept():
@@ -95,15 +105,13 @@ def compile_graph(graph: torch.fx.GraphModule, x: torch.Tensor, mode: str = "def
     """An aten graph (``jacbench.core.fold.traced``) compiled by inductor directly, without
     dynamo: nothing left to trace, and no guards to check at every call (on seed004 dynamo's
     cache lookup and compiled region took 0.12 of 0.59 ms). The caller keeps what the guards
-    would have kept: the shape, dtype and device (``Prepared.check``) and the graph's
-    constants (``Captured``). A failure is a skip."""
-    import torch._inductor
-
+    would have kept: the shape, dtype and device (``Prepared.check``) and what the graph
+    froze (``jacbench.core.watch``). A failure is a skip."""
     options = {} if mode == "default" else {"max_autotune": mode == "max-autotune"}
     try:
         with warnings.catch_warnings(), autograd_state_kept():
             warnings.simplefilter("ignore", FutureWarning)  # inductor's own deprecations
-            compiled = torch._inductor.compile(graph, [x], options=options)
+            compiled = torch_internals.inductor_compile(graph, x, options)
             compiled(x)
     except Exception as exc:
         reason = " ".join(str(exc).split())[:300]
@@ -116,51 +124,114 @@ def compile_graph(graph: torch.fx.GraphModule, x: torch.Tensor, mode: str = "def
     return call
 
 
-def retraced(problem: Problem, fn: Callable, compile: bool, mode: str = "default") -> Callable:
+def _watched(problem: Problem, f: Callable) -> Watch:
+    """What f can reach, as it is now (``jacbench.core.watch``); refused where too much."""
+    module = problem.module
+    roots = [module.fn] if isinstance(module, FunctionModule) else [module]
+    try:
+        watch = Watch(roots)
+        with torch.no_grad():
+            watch.settle(lambda: f(problem.x))  # what f writes itself is not watched
+    except TooMuchToWatch as exc:
+        raise StrategySkip(
+            f"cannot trace f into one graph: {exc}, too many to check at each call for "
+            "changes that a traced graph would not see; use an eager strategy (jacfwd, jacrev)"
+        ) from exc
+    return watch
+
+
+def retraced(
+    problem: Problem, fn: Callable, compile: bool, mode: str = "default", storm: str = "warn"
+) -> Callable:
     """``fn`` (a transform of the problem's f) traced once into an aten graph
     (``jacbench.core.fold``: f checked with fake tensors first, so a graph that depends on
     values is refused), its broadcast products folded, and compiled by inductor where
     ``compile`` (else what it builds from shapes alone is computed once:
     ``jacbench.core.hoist``; compiled, narrow products transposed:
-    ``jacbench.core.fold.transpose_narrow``); traced again when a constant it holds was replaced
-    (``Captured``)."""
+    ``jacbench.core.fold.transpose_narrow``), every pass kept valid for any strides and every
+    output a new tensor (``jacbench.core.fold.optimised``). Traced again when anything the
+    graph froze changed (``jacbench.core.watch``: a parameter replaced, a plain attribute, a
+    dict value or a helper's global changed; ``Retraced`` says what a storm of them does)."""
+    f = problem.f if problem.batch == 1 else problem.f_many
 
-    def build() -> Callable:
-        try:
-            with torch.enable_grad():
-                f = problem.f if problem.batch == 1 else problem.f_many
-                graph = traced(fn, f, problem.x)
-        except Exception as exc:  # e.g. Python branching on values: no graph holds for all x
-            reason = " ".join(str(exc).split())[:300]
-            raise StrategySkip(
-                f"cannot trace f into one graph: {type(exc).__name__}: {reason}"
-            ) from exc
-        fold(graph)
-        if not compile:  # inductor fuses the basis into its kernels: hoisted, 0.99-1.08x there
-            hoist(graph)  # eager: the tangent basis and its slices built once (0.84x a call)
-            return graph
-        transpose_narrow(graph, problem.x)  # for the compiler: 0.98-1.02x eagerly
-        return compile_graph(graph, problem.x, mode)
+    def build() -> tuple[Callable, Watch]:
+        with TORCH_STATE:  # make_fx and forward AD are process-wide: one trace at a time
+            try:
+                with torch.enable_grad():
+                    graph = traced(fn, f, problem.x)
+            except Exception as exc:  # e.g. Python branching on values: no graph for all x
+                reason = " ".join(str(exc).split())[:300]
+                raise StrategySkip(
+                    f"cannot trace f into one graph: {type(exc).__name__}: {reason}"
+                ) from exc
+            watch = _watched(problem, f)
+            if not compile:  # inductor fuses the basis into its kernels: hoisted, 0.99-1.08x
+                # eager: the tangent basis and its slices built once (0.84x a call)
+                return optimised(graph, problem.x, [_folded, _hoisted]), watch
+            graph = optimised(graph, problem.x, [_folded, transpose_narrow])
+            return compile_graph(graph, problem.x, mode), watch
 
-    current = [build(), Captured(problem.module)]
-    rebuilt = [0]
+    return Retraced(build, storm)
 
-    def call(x: torch.Tensor):
-        if current[1].changed():  # a constant of the graph was replaced: trace again
-            current[:] = [build(), Captured(problem.module)]
-            rebuilt[0] += 1
-            if rebuilt[0] == RETRACE_WARNING:
-                warnings.warn(
-                    f"the Jacobian's graph was traced again {RETRACE_WARNING} times (compiled "
-                    "again each time where compiled): a parameter, buffer, closure variable or "
-                    "global that f uses keeps being replaced; update it in place, or make it "
-                    "an input of f",
-                    RuntimeWarning,
-                    stacklevel=2,
-                )
-        return current[0](x)
 
-    return call
+class Retraced:
+    """A traced graph, traced again when what it froze changed. ``storm="warn"``: a graph
+    traced again at ``RETRACE_WARNING`` of its last 2x as many calls is said once;
+    ``"raise"`` (auto's tiers): a change before the calls since the last trace spent what the
+    trace cost raises ``RetraceStorm`` (tracing again would cost more than it saves: on an
+    annealed attribute, a trace (a compile where compiled) at every call)."""
+
+    def __init__(self, build: Callable[[], tuple[Callable, Watch]], storm: str) -> None:
+        self.build, self.storm = build, storm
+        self.calls, self.retraces, self.warned = 0, collections.deque(maxlen=RETRACE_WARNING), False
+        self._trace()
+
+    def _trace(self) -> None:
+        start = time.perf_counter()
+        self.graph, self.watch = self.build()
+        self.trace_s, self.since_s = time.perf_counter() - start, 0.0
+
+    def __call__(self, x: torch.Tensor) -> object:
+        self.calls += 1
+        if self.watch.changed():  # something the graph froze changed: trace again
+            self._again()
+        start = time.perf_counter()
+        out = self.graph(x)
+        self.since_s += time.perf_counter() - start
+        return out
+
+    def _again(self) -> None:
+        if self.storm == "raise" and self.since_s < self.trace_s:
+            raise RetraceStorm(
+                f"the Jacobian's graph would be traced again after {self.since_s * 1e3:.2g} ms "
+                f"of calls, where tracing it took {self.trace_s:.2g} s: {CHANGING}"
+            )
+        self.retraces.append(self.calls)
+        recent = self.calls - self.retraces[0] < 2 * RETRACE_WARNING
+        if len(self.retraces) == RETRACE_WARNING and recent and not self.warned:
+            warnings.warn(
+                f"the Jacobian's graph was traced again at {RETRACE_WARNING} of about as many "
+                f"calls (compiled again each time where compiled): {CHANGING}",
+                RuntimeWarning,
+                stacklevel=3,
+            )
+            self.warned = True
+        self._trace()
+
+
+CHANGING = (
+    "a parameter, buffer, attribute, closure variable or global that f uses keeps being "
+    "replaced or changed; update tensors in place, or make the value an input of f (an eager "
+    "strategy, jacfwd or jacrev, reads it at each call)"
+)
+
+
+def _folded(graph: torch.fx.GraphModule, x: torch.Tensor) -> None:
+    fold(graph)
+
+
+def _hoisted(graph: torch.fx.GraphModule, x: torch.Tensor) -> None:
+    hoist(graph)
 
 
 def compiled_jacobian(problem: Problem, transform: Callable, mode: str):

@@ -41,12 +41,13 @@ def per_point(problem: Problem, jac_fn: Callable) -> Callable:
     return torch.func.vmap(jac_fn) if problem.batch > 1 else jac_fn
 
 
-def with_value(problem: Problem, transform: Callable, **options: object) -> Declared:
-    """``transform`` (torch.func.jacrev or jacfwd) of f, and of f with f(x) as its auxiliary
-    output: the value comes from the Jacobian's own forward pass, not a second call of f."""
+def value_and_jacobian(transform: Callable, f: Callable, **options: object) -> Callable:
+    """``x -> (f(x), J(x))`` by ``transform`` (torch.func.jacrev or jacfwd) of f with f(x)
+    as its auxiliary output: the value comes from the Jacobian's own forward pass, not a
+    second call of f."""
 
     def value_as_aux(x: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
-        value = problem.f(x)
+        value = f(x)
         return value, value
 
     both = transform(value_as_aux, has_aux=True, **options)
@@ -55,9 +56,14 @@ def with_value(problem: Problem, transform: Callable, **options: object) -> Decl
         jac, value = both(x)
         return value, jac
 
+    return value_and_jac
+
+
+def with_value(problem: Problem, transform: Callable, **options: object) -> Declared:
+    """``transform`` of f, and f's value with its Jacobian from one pass."""
     return Declared(
         per_point(problem, transform(problem.f, **options)),
-        value_and_jac=per_point(problem, value_and_jac),
+        value_and_jac=per_point(problem, value_and_jacobian(transform, problem.f, **options)),
     )
 
 

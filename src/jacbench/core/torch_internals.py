@@ -1,0 +1,91 @@
+"""The parts of torch that are not its public API and that the traced tiers need, in one place.
+
+Folding a forward-mode graph (``jacbench.core.fold``) needs the aten graph of ``jacfwd(f)``,
+its shapes and strides without computing values, and inductor on a graph that dynamo did not
+make; keeping a compiled call from leaking thread state needs functorch's layer stack.
+torch offers none of them publicly. Each is used through this module only, so that a torch
+upgrade breaks one file, and ``tests/test_torch_internals.py`` runs every one of them and
+names the torch version they were checked on (``CHECKED_ON``).
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from typing import Any
+
+import torch
+from torch import fx
+
+CHECKED_ON = "2.13"  # torch's major.minor these were last checked with
+
+
+def aten_graph(fn: Callable, x: torch.Tensor) -> fx.GraphModule:
+    """``fn(x)`` as a graph of aten operations, traced on real tensors (torch 2.13's fake
+    tensors fail inside forward AD). Every node's ``meta["val"]`` holds a fake tensor of its
+    output's shape and strides."""
+    from torch.fx.experimental.proxy_tensor import make_fx
+
+    def one_argument(v: torch.Tensor) -> object:
+        return fn(v)
+
+    return make_fx(one_argument)(x)
+
+
+def trace_shapes_only(f: Callable, x: torch.Tensor) -> None:
+    """Run ``f`` on a fake ``x`` (shapes, no values): Python branching on values, ``.item()``
+    and the like raise here."""
+    from torch.fx.experimental.proxy_tensor import make_fx
+
+    def one_argument(v: torch.Tensor) -> object:  # make_fx traces every parameter of f
+        return f(v)
+
+    make_fx(one_argument, tracing_mode="fake", _allow_non_fake_inputs=True)(x)
+
+
+@contextmanager
+def fake_mode() -> Iterator[Any]:
+    """A fake tensor mode that takes real tensors (a graph's constants) as they come."""
+    from torch._subclasses.fake_tensor import FakeTensorMode
+
+    with FakeTensorMode(allow_non_fake_inputs=True) as mode:
+        yield mode
+
+
+def fake_tensor(mode: Any, x: torch.Tensor) -> torch.Tensor:
+    return mode.from_tensor(x)
+
+
+def inductor_compile(graph: fx.GraphModule, x: torch.Tensor, options: dict) -> Callable:
+    """An aten graph compiled by inductor directly, without dynamo (nothing left to trace,
+    no guards checked at each call)."""
+    import torch._inductor
+
+    return torch._inductor.compile(graph, [x], options=options)
+
+
+def op_schema(target: object) -> Any | None:
+    """An aten operation's schema (which arguments it writes, which outputs alias an
+    input); None for anything else (operator.getitem, a Python function)."""
+    return getattr(target, "_schema", None)
+
+
+def functorch_depth() -> int:
+    """How many functorch transforms (vmap, jvp, grad) the thread is inside."""
+    return torch._C._functorch.get_dynamic_layer_stack_depth()
+
+
+def leave_functorch_levels(depth: int) -> None:
+    """Leave the functorch transforms entered beyond ``depth``."""
+    torch._C._functorch.pop_dynamic_layer_stack_and_undo_to_depth(depth)
+
+
+_THREAD = threading.local()  # per thread: the inference-mode guards put back
+
+
+def restore_inference_mode(enabled: bool) -> None:
+    """Put the thread's inference mode back to ``enabled`` for the rest of the thread (a
+    compiled call left it changed); the guard is kept by the thread."""
+    guard = torch.autograd.grad_mode._enter_inference_mode(enabled)
+    _THREAD.__dict__.setdefault("guards", []).append(guard)
