@@ -441,7 +441,7 @@ def _offsets() -> list[tuple[int, int]]:
 
 
 OFFSETS = _offsets()
-MARKER_HALF_PT = 5  # half a marker's width (points): a star is larger, and labelled "(pick)"
+MARKER_HALF_PT = 3  # half a marker (points) kept clear of names: a point stays visible
 
 
 def _label_box(anchor: tuple[float, float], size: tuple[float, float], offset, scale: float):
