@@ -79,7 +79,9 @@ class Pattern:
 def from_coordinates(rows: torch.Tensor, cols: torch.Tensor, shape: tuple[int, int]) -> Pattern:
     """A pattern from (possibly repeated, unsorted) coordinates."""
     m, n = shape
-    linear = torch.unique(rows.long().cpu() * n + cols.long().cpu())  # sorted, row-major
+    linear = rows.long().cpu() * n + cols.long().cpu()
+    if linear.numel() < 2 or not bool((linear[1:] > linear[:-1]).all()):
+        linear = torch.unique(linear)  # sorted, row-major (already so: a pass, not a sort)
     return Pattern(linear // n, linear % n, (m, n))
 
 
@@ -92,7 +94,8 @@ def from_tensor(mask: torch.Tensor, shape: tuple[int, int]) -> Pattern:
             f"{tuple(shape)} (outputs x inputs, flattened)"
         )
     if mask.layout != torch.strided:
-        coo = mask.to_sparse_coo().coalesce()
+        coo = mask.to_sparse_coo()
+        coo = coo if coo.is_coalesced() else coo.coalesce()  # ba1's 1.4e6: 0.34 CPU-s
         keep = coo.values() != 0
         rows, cols = coo.indices()[:, keep]
     else:
@@ -211,11 +214,20 @@ def covering(
     except Unprovable:
         return pattern, 0
     n = pattern.shape[1]
-    traced = rows * n + cols
-    given = (pattern.rows * n + pattern.cols).numpy()
-    keep = np.isin(given, traced)
+    traced = np.sort(rows * n + cols)
+    given = (pattern.rows * n + pattern.cols).numpy()  # sorted: row-major, unique
+    keep = _members(given, traced)
     kept = replace(pattern, rows=pattern.rows[keep], cols=pattern.cols[keep])
-    return replace(kept, proved=bool(np.isin(traced, given).all())), int((~keep).sum())
+    return replace(kept, proved=bool(_members(traced, given).all())), int((~keep).sum())
+
+
+def _members(keys: np.ndarray, sorted_set: np.ndarray) -> np.ndarray:
+    """``np.isin(keys, sorted_set)`` by binary search: on ba1's 1.4e6 entries ``isin``
+    hashed for 1.2 CPU-s, a third of the first call."""
+    if not sorted_set.size:
+        return np.zeros(keys.shape, dtype=bool)
+    at = np.searchsorted(sorted_set, keys).clip(max=sorted_set.size - 1)
+    return sorted_set[at] == keys
 
 
 DENSE_FALLBACK_MAX = 50_000_000  # entries of a dense fallback pattern; beyond, refuse
