@@ -71,13 +71,14 @@ def problems(sizes: list[int]) -> dict[str, dict]:
 
 
 def seconds(call: Callable[[], object], repeat: int = 3) -> float:
-    """The best of ``repeat`` wall times of one call (detection and colouring run once each
-    in a real use, so the best of a few is the fair figure)."""
+    """The best of ``repeat`` CPU times of one call (detection and colouring run once each
+    in a real use, so the best of a few is the fair figure; CPU time, one thread: the other
+    processes of a loaded machine stay out of it)."""
     times = []
     for _ in range(repeat):
-        start = time.perf_counter()
+        start = time.process_time()
         call()
-        times.append(time.perf_counter() - start)
+        times.append(time.process_time() - start)
     return min(times)
 
 
@@ -115,9 +116,9 @@ def asdex_figures(
             return ((4 * grid - nb) / h**2 - jnp.exp(grid)).reshape(-1)
 
     point = jnp.asarray(x.numpy())
-    start = time.perf_counter()
+    start = time.process_time()
     coloring = asdex.jacobian_coloring(f, point)  # detection and colouring
-    prepare_s = time.perf_counter() - start
+    prepare_s = time.process_time() - start
     colours = coloring.num_colors
     fast = jax.jit(asdex.jacobian_from_coloring(f, coloring))
     jax.block_until_ready(fast(point))
@@ -140,8 +141,8 @@ def asdex_figures(
 def detection(labels: list[str]) -> None:
     """Part 1 of the docstring."""
     print(
-        "\ndetection and colouring (best of 3; probe: NaN tangents at one point; colours: "
-        "the fast colouring, thorough: with DSATUR, as compiled preparations colour); per "
+        "\ndetection and colouring (CPU time, best of 3; probe: NaN tangents at one point; "
+        "colours: the fast colouring, thorough: with DSATUR, as compiled preparations colour); per "
         "call: sparse_jacfwd compiled, CSR, against jit(asdex) on the same function, CPU time "
         "in interleaved rounds (jacbench.timing.interleaved); colour/asdex: our colouring "
         "against asdex's jacobian_coloring_from_sparsity of the same pattern"
