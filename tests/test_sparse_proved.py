@@ -101,6 +101,20 @@ def test_tensors_made_like_another_depend_on_no_input(made_by):
     assert np.array_equal(mask, jac != 0)  # exactly the entries, each on one input
 
 
+def test_a_tensor_filled_with_a_number_computed_from_the_input_depends_on_it():
+    """``full_like(x, x.sum().item())`` is not a constant: taken as one (zeros), the product
+    with x folded away and the pattern came out empty where the Jacobian is dense."""
+
+    def f(x: torch.Tensor) -> torch.Tensor:
+        return torch.full_like(x, x.sum().item()) * x
+
+    x = torch.randn(4, dtype=torch.float64)
+    rows, cols = traced_pattern(f, x, 4)
+    mask = np.zeros((4, 4), dtype=bool)
+    mask[rows, cols] = True
+    assert not ((torch.func.jacrev(f)(x).numpy() != 0) & ~mask).any()
+
+
 def test_the_traced_pattern_tightens_a_looser_declared_one_and_stays_exact():
     """A declared pattern looser than what tracing proves keeps only the traced entries:
     fewer colours, and the Jacobian still exact at new points."""

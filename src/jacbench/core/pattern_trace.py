@@ -196,6 +196,9 @@ class Propagation:
         value = _val(node)
         if not isinstance(value, torch.Tensor):
             return self._no_derivative(node)
+        varying = self._deps((args[1:], kwargs))  # a fill value computed from the input
+        if varying:
+            return self._dense(node, varying)
         if node.target in VALUE_SET:
 
             def placeholder(arg: Any) -> Any:
