@@ -50,6 +50,22 @@ def _rodrigues(jnp: Any, rot: Any, x: Any) -> Any:
     return jnp.where(small, x + jnp.cross(rot, x), rotated)
 
 
+def _cross_matrix(jnp: Any, k: Any) -> Any:
+    zero = jnp.zeros_like(k[0])
+    return jnp.stack([zero, -k[2], k[1], k[2], zero, -k[0], -k[1], k[0], zero]).reshape(3, 3)
+
+
+def _rotation_matrix(jnp: Any, rot: Any) -> Any:
+    """The model's ``rotation_matrix``: Rodrigues' formula once, as a 3x3 matrix."""
+    sq = (rot * rot).sum()
+    small = sq <= 0
+    theta = jnp.sqrt(jnp.where(small, jnp.ones_like(sq), sq))
+    cross = _cross_matrix(jnp, rot / theta)
+    eye = jnp.eye(3)
+    rotation = eye + jnp.sin(theta) * cross + (1 - jnp.cos(theta)) * (cross @ cross)
+    return jnp.where(small, eye + _cross_matrix(jnp, rot), rotation)
+
+
 def ba(model: Any) -> tuple[Callable[[Any], Any], Any]:
     """(jitted x -> (reprojection blocks (P, 2, 15), weight blocks (P,)), x as a JAX array)
     for a ``BundleAdjustment`` model."""
@@ -114,7 +130,7 @@ def ht(model: Any, dense: bool) -> tuple[Callable[[Any], Any], Any, Callable[[An
         transforms = jnp.stack(absolutes) @ inverse
         blended = weights @ transforms[:, :3, :].reshape(-1, 12)
         local = (blended.reshape(-1, 3, 4) @ rest[:, :, None])[..., 0]
-        return _rodrigues(jnp, jnp.broadcast_to(theta[0:3], local.shape), local) + theta[3:6]
+        return local @ _rotation_matrix(jnp, theta[0:3]).T + theta[3:6]
 
     def objective(x: Any) -> Any:
         theta = x[-theta_n:]

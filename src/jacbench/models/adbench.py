@@ -59,6 +59,28 @@ def rodrigues_rotate(rot: torch.Tensor, x: torch.Tensor) -> torch.Tensor:
     return torch.where(small, x + torch.linalg.cross(rot, x, dim=-1), rotated)
 
 
+def rotation_matrix(rot: torch.Tensor) -> torch.Tensor:
+    """The 3x3 rotation of one axis-angle vector ``rot`` (3,): Rodrigues' formula as a
+    matrix, and I + [rot]x where the angle is 0 (both computed, no Python branch). For one
+    rotation applied to many points (hand tracking's global pose) it is computed once, where
+    ``rodrigues_rotate`` on the expanded vector computes it per point: compiled, inductor
+    fused that per-point work into the Jacobian's gather of 3C corners, once per tangent
+    (5.9 ms of a 6 ms call on hand tracking c=3200; 1.0 ms with the matrix)."""
+    sq = (rot * rot).sum()
+    small = sq <= 0
+    theta = torch.sqrt(torch.where(small, torch.ones_like(sq), sq))
+    eye = torch.eye(3, dtype=rot.dtype, device=rot.device)
+    cross = _cross_matrix(rot / theta)
+    rotation = eye + torch.sin(theta) * cross + (1 - torch.cos(theta)) * (cross @ cross)
+    return torch.where(small, eye + _cross_matrix(rot), rotation)
+
+
+def _cross_matrix(k: torch.Tensor) -> torch.Tensor:
+    """[k]x, the matrix of the cross product with ``k`` (3,)."""
+    zero = torch.zeros_like(k[0])
+    return torch.stack([zero, -k[2], k[1], k[2], zero, -k[0], -k[1], k[0], zero]).reshape(3, 3)
+
+
 def project(cams: torch.Tensor, points: torch.Tensor) -> torch.Tensor:
     """Pixel coordinates (P, 2) of ``points`` seen by ``cams`` (P, 11)."""
     in_camera = rodrigues_rotate(cams[:, 0:3], points - cams[:, 3:6])
