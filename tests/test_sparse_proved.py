@@ -336,3 +336,24 @@ def test_a_declared_pattern_that_covers_the_traced_one_is_proved_without_random_
     assert source == "declared" and covers.proved
     narrower, _ = sparsity.find(relu_map, X6.reshape(1, -1), 6, declared=AT_X0_ONLY.expand(6, 6))
     assert not narrower.proved
+
+
+@pytest.mark.parametrize("output", ["csr", "scipy"])
+def test_a_sparse_answer_edited_by_its_caller_changes_no_later_answer(output):
+    """A library result is never shared with the next call: CSR answers shared their index
+    arrays with the prepared pattern, so one caller's in-place edit moved every later
+    answer's entries."""
+    import jacbench
+
+    def f(x):
+        return torch.sin(x) * x.roll(1)
+
+    x = torch.randn(8, dtype=torch.float64)
+    prep = jacbench.prepare(f, x, "sparse_jacfwd", output=output)
+    first = prep(x)
+    cols = first.col_indices() if output == "csr" else first.indices
+    cols[:] = 0  # the caller reuses the answer's storage
+    y = torch.randn(8, dtype=torch.float64)
+    later = prep(y)
+    dense = later.to_dense() if output == "csr" else torch.from_numpy(later.toarray())
+    assert torch.allclose(dense, torch.autograd.functional.jacobian(f, y))

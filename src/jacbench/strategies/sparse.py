@@ -108,15 +108,19 @@ class Assembler:
     linear: torch.Tensor  # each nonzero's index in the flattened (M, N) matrix
 
     def __call__(self, values: torch.Tensor) -> Any:
+        """A new matrix at each call: its index arrays are copies (a caller that edits one
+        answer's indices in place changes no later answer; O(nnz), a fraction of the call)."""
         p, cols = self.problem, self.pattern.cols
         if self.output == "csr":
             return torch.sparse_csr_tensor(
-                self.crow, cols, values, size=self.pattern.shape, check_invariants=False
-            )
+                self.crow.clone(), cols.clone(), values, size=self.pattern.shape,
+                check_invariants=False,
+            )  # fmt: skip
         if self.output == "scipy":
             import scipy.sparse  # only for this output
 
-            parts = (values.detach().cpu().numpy(), cols.cpu().numpy(), self.crow.cpu().numpy())
+            indices = (cols.cpu().numpy().copy(), self.crow.cpu().numpy().copy())
+            parts = (values.detach().cpu().numpy(), *indices)
             return scipy.sparse.csr_array(parts, shape=self.pattern.shape)
         # one flat index: on hand tracking (9600 x 26) 2.2x faster than placing by (row,
         # column) pairs, which takes indexing's broadcasting path
