@@ -277,3 +277,42 @@ def test_a_compiled_sweep_of_several_jobs_runs_in_one_process(cli):
     assert len(rows) == 6 and set(rows["status"]) == {"ok"} and rows["within_tol"].all()
     auto = rows[rows["strategy"] == "auto"]
     assert set(auto["tier"]) == {"compiled"} and set(auto["chosen_strategy"]) == {"jacfwd_folded"}
+
+
+# Columns an earlier jacbench did not write (ea13d8b, 49 columns; d613268 lacked only tier).
+EARLIER_LACKING = ["tier", "decided_by", "pattern_source", "undecided_reason", "n_blocks"]
+EARLIER_LACKING += ["time_ci_low_s", "time_ci_high_s", "time_blocks_s", "cpu_blocks_s"]
+EARLIER_LACKING += ["cpu_median_s", "cpu_wall_ratio", "load_avg_1m", "reference_sample"]
+
+
+def test_a_sweep_resumed_over_rows_of_an_earlier_jacbench_ends_with_its_summary(launch, tmp_path):
+    """Issue 46 (D2): after an upgrade, the same sweep with one strategy more ended in
+    ArrowInvalid ('tier' non-nullable): no summary, no report, no recommendation, exit 1."""
+    import dataclasses
+
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    from helpers.cli import compose_job
+    from helpers.results import make_result
+    from jacbench.record.parquet import result_filename
+    from jacbench.run.identity import config_hash
+
+    grid = ["model=seed003_cat_poly", "timing=quick", "timing.memory=false"]
+    earlier = make_result(
+        strategy="jacrev",
+        model="seed003_cat_poly",
+        config_hash=config_hash(compose_job("strategy=jacrev", *grid)),
+    )
+    row = {k: v for k, v in dataclasses.asdict(earlier).items() if k not in EARLIER_LACKING}
+    (tmp_path / "results").mkdir()
+    pq.write_table(pa.Table.from_pylist([row]), tmp_path / "results" / result_filename(earlier))
+
+    code, lines, printed = launch("-m", "strategy=jacrev,jacfwd", *grid)
+    assert code == 0 and "Traceback" not in printed, printed
+    assert "job 0: already done" in printed and "2/2 jobs recorded: 2 ok" in printed, printed
+    assert "Recommended: " in printed and not lines, lines
+    (summary,) = sorted(tmp_path.glob("multirun/*/*/summary.parquet"))
+    rows = pd.read_parquet(summary).set_index("strategy")
+    assert rows.loc["jacrev", "resumed"] and rows.loc["jacrev", "tier"] == ""
+    assert list(tmp_path.glob("multirun/*/*/report/report.html"))

@@ -81,8 +81,26 @@ def quarantine(path: Path, error: Exception) -> None:
 IDENTITY_COLUMNS = {"status", "strategy", "model"}  # every jacbench row, old ones too
 
 
+def _defaults() -> dict[str, typing.Any]:
+    """Each column's value in a row that predates it: the Result field's default, an empty
+    string for a text column without one (model, dtype...), else null (started_at, job_id:
+    made when a row is, so a row without them cannot have one)."""
+    values: dict[str, typing.Any] = {}
+    for f in dataclasses.fields(Result):
+        default = None if f.default is dataclasses.MISSING else f.default
+        if default is None and SCHEMA.field(f.name).type == pa.string():
+            default = ""
+        values[f.name] = default.value if isinstance(default, Enum) else default
+    return values
+
+
+DEFAULTS = _defaults()
+
+
 def read_one(path: Path) -> pa.Table | None:
-    """The file's table with jacbench's column types, or None (quarantined) if it has none."""
+    """The file's table with every column of jacbench's schema, in its types: a file of an
+    earlier jacbench gets the columns it lacks with their defaults (schema evolution), its
+    ``lacking_columns`` metadata naming them; None (quarantined) if it is no jacbench row."""
     try:
         table = pq.read_table(path)
         lacking = sorted(IDENTITY_COLUMNS - set(table.column_names))
@@ -92,10 +110,20 @@ def read_one(path: Path) -> pa.Table | None:
             index = table.column_names.index(name)
             column = table.column(index).cast(SCHEMA.field(name).type)
             table = table.set_column(index, SCHEMA.field(name), column)
-        return table
+        added = [f for f in SCHEMA if f.name not in table.column_names]
+        for field in added:
+            column = pa.array([DEFAULTS[field.name]] * len(table), type=field.type)
+            table = table.append_column(field.with_nullable(column.null_count > 0), column)
+        return table.replace_schema_metadata({"lacking_columns": ",".join(f.name for f in added)})
     except (OSError, pa.ArrowException) as error:
         quarantine(path, error)
         return None
+
+
+def lacking_columns(table: pa.Table) -> set[str]:
+    """The columns ``read_one`` added to a file of an earlier jacbench."""
+    names = (table.schema.metadata or {}).get(b"lacking_columns", b"").decode()
+    return set(filter(None, names.split(",")))
 
 
 def result_filename(result: Result) -> str:
@@ -137,7 +165,7 @@ def read_files(paths: Iterable[Path]) -> pd.DataFrame:
         table = read_one(path)
         if table is None:
             continue
-        missing |= set(SCHEMA.names) - set(table.column_names)
+        missing |= lacking_columns(table)
         tables.append(table.append_column("_file", pa.array([str(path)] * len(table))))
     if not tables:
         import pandas as pd
