@@ -23,6 +23,7 @@ import uuid
 from pathlib import Path
 
 from jacbench.core.errors import ConfigError
+from jacbench.record.text import one_line
 
 STALE_TMP_S = 600.0  # a temporary database this old lost its creator
 _READY: set[str] = set()  # sqlite URIs this process has opened (checked once)
@@ -111,7 +112,7 @@ def create_atomically(path: Path, artifact_root: str | None = None) -> None:
 
 
 def broken_line(path: Path, error: BaseException) -> str:
-    first = " ".join(str(error).split())[:200]
+    first = one_line(error, 200)
     if "out-of-date database schema" in first and "found version None" not in first:
         return (
             f"the MLflow database {path} was made by an older MLflow ({first[:120]}); "

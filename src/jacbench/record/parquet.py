@@ -26,6 +26,7 @@ import pyarrow.parquet as pq
 from jacbench.core.enums import Status
 from jacbench.record.atomic import write_atomic
 from jacbench.record.result import Result
+from jacbench.record.run_ids import run_ids
 
 if TYPE_CHECKING:
     import pandas as pd
@@ -158,20 +159,30 @@ def _to_pandas(table: pa.Table) -> pd.DataFrame:
 
 
 def read_files(paths: Iterable[Path]) -> pd.DataFrame:
-    """The rows of these files, plus a ``_file`` column naming where each came from. Files
-    are read one by one, so files of an older jacbench (fewer columns) still load."""
-    tables, missing = [], set()
+    """The rows of these files, plus a ``_file`` column naming where each came from, each
+    with the id of its MLflow run where one is noted beside it (``run_ids``). Files are read
+    one by one, so files of an older jacbench (fewer columns) still load."""
+    tables, missing, linked = [], set(), {}
     for path in paths:
         table = read_one(path)
         if table is None:
             continue
         missing |= lacking_columns(table)
+        if path.parent not in linked:
+            linked[path.parent] = run_ids(path.parent)
         tables.append(table.append_column("_file", pa.array([str(path)] * len(table))))
     if not tables:
         import pandas as pd
 
         return pd.DataFrame({name: pd.Series(dtype=object) for name in [*SCHEMA.names, "_file"]})
     frame = _to_pandas(pa.concat_tables(tables, promote_options="default"))
+    runs = {job: run for ids in linked.values() for job, run in ids.items()}
+    if runs:
+        import pandas as pd
+
+        column = frame["mlflow_run_id"]
+        noted = [run or runs.get(job, "") for run, job in zip(column, frame["job_id"], strict=True)]
+        frame["mlflow_run_id"] = pd.Series(noted, index=frame.index, dtype=column.dtype)
     frame.attrs["missing_columns"] = sorted(missing)  # lacking in some (older) files
     return frame
 

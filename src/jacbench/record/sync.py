@@ -1,11 +1,11 @@
 """``python -m jacbench.sync [RESULTS]``: log an MLflow run for every result row recorded
-while tracking was down (``mlflow_run_id`` empty), and write the new run id into the row.
+while tracking was down (no run noted beside it), and note the new run's id beside the row.
 
-The parquet rows are the source of truth; this only catches MLflow up with them, through
-the same recorder the jobs use. Each file is rewritten atomically, so a sweep reading the
-folder meanwhile sees the old row or the new one, never a torn file. Every run carries its
-row's job id (tag ``jacbench.job_id``), so a sync that logged a run but could not write the
-id back finds that run next time instead of logging the job twice.
+The parquet rows are the source of truth, written once; this only catches MLflow up with
+them, through the same recorder the jobs use, and notes each run in ``run_ids`` (never
+rewriting a row). Every run carries its row's job id (tag ``jacbench.job_id``), so a sync
+that logged a run but could not note it finds that run next time instead of logging the job
+twice.
 """
 
 from __future__ import annotations
@@ -17,10 +17,11 @@ from pathlib import Path
 
 import pyarrow as pa
 
-from jacbench.record.atomic import write_atomic
 from jacbench.record.mlflow_run import Tracking, UnsearchableJobId, log_row, logged_run
-from jacbench.record.parquet import SCHEMA, read_one
+from jacbench.record.parquet import read_one
 from jacbench.record.result import Result
+from jacbench.record.run_ids import RUNS, remember, run_ids
+from jacbench.record.text import one_line
 
 
 class TrackingDown(Exception):
@@ -37,14 +38,14 @@ def row_result(table: pa.Table) -> Result:
     return Result(**{f.name: row.get(f.name) for f in dataclasses.fields(Result)})
 
 
-def sync_file(path: Path, tracking: Tracking) -> str:
-    """Log the file's row if it has no run yet and record the run id; returns the new id
-    ("" when the row already had one or the file cannot be read)."""
+def sync_file(path: Path, tracking: Tracking, noted: dict[str, str]) -> str:
+    """Log the file's row if it has no run yet and note the run beside it; returns the new
+    id ("" when the row already had one or the file cannot be read)."""
     table = read_one(path)
     if table is None or len(table) == 0:
         return ""
     result = row_result(table)
-    if result.mlflow_run_id:
+    if result.mlflow_run_id or result.job_id in noted:
         return ""
     lacking = [name for name in ("job_id", "started_at") if not getattr(result, name)]
     if lacking:
@@ -60,13 +61,9 @@ def sync_file(path: Path, tracking: Tracking) -> str:
             "its run is being logged now (by its job or another sync); sync again in a few minutes"
         )
     run_id = runs.closed or log_row(result, tracking)  # a failure here is this row's
-    updated = dataclasses.replace(result, mlflow_run_id=run_id)
-    write_atomic(path, pa.Table.from_pylist([dataclasses.asdict(updated)], schema=SCHEMA))
+    if not remember(path.parent, result.job_id, run_id):
+        raise OSError(f"could not note run {run_id} in {path.parent / RUNS}")
     return run_id
-
-
-def one_line(exc: Exception) -> str:
-    return " ".join(str(exc).split())[:300]
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -86,10 +83,11 @@ def main(argv: list[str] | None = None) -> int:
         parser.error(f"{args.results} is not a folder of jacbench results")
     tracking = Tracking.resolve(Path.cwd(), args.tracking_uri, args.experiment)
     paths = sorted(args.results.glob("*.parquet"))
+    noted = run_ids(args.results)
     logged = failed = 0
     for done, path in enumerate(paths):
         try:
-            logged += bool(sync_file(path, tracking))
+            logged += bool(sync_file(path, tracking, noted))
         except TrackingDown as exc:
             print(
                 f"jacbench: MLflow tracking failed ({tracking.uri}): {one_line(exc)}; "
@@ -104,7 +102,9 @@ def main(argv: list[str] | None = None) -> int:
             print(f"jacbench: {path}: not logged: {exc}", file=sys.stderr)
         except OSError as exc:  # the run is logged; the next sync finds it by job id
             failed += 1
-            print(f"jacbench: {path}: run id not written ({one_line(exc)})", file=sys.stderr)
+            print(
+                f"jacbench: {path}: its run is logged, not noted ({one_line(exc)})", file=sys.stderr
+            )
         except Exception as exc:  # a row MLflow refused (e.g. of an older jacbench)
             failed += 1
             what = f"{type(exc).__name__}: {one_line(exc)}"

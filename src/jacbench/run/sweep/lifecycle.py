@@ -17,8 +17,8 @@ from typing import Any
 from hydra.experimental.callback import Callback
 from omegaconf import DictConfig
 
-from jacbench.core import gc_pause
 from jacbench.record.mlflow_run import ParentOutcome, Tracking, finish_parent_run, ui_hint
+from jacbench.record.text import one_line
 from jacbench.report.display import make_console
 from jacbench.run.claims import release_sweep
 from jacbench.run.sweep.opening import open_sweep
@@ -46,7 +46,7 @@ def close_sweep(state: SweepState, stopped_by: str = "") -> int:
             why = f"stopped by {stopped_by}: run the same sweep again to resume"
             outcome = dataclasses.replace(outcome, killed=True, reason=why)
     except BaseException as exc:
-        reason = " ".join(str(exc).split())[:300]
+        reason = one_line(exc)
         outcome = dataclasses.replace(outcome, reason=f"{type(exc).__name__}: {reason}")
         raise
     finally:
@@ -89,7 +89,6 @@ class SweepCallback(Callback):
     def on_multirun_start(self, config: DictConfig, **kwargs: Any) -> None:
         global _OPEN
         _OPEN = open_sweep(config)
-        gc_pause.resume()  # the sweep's own process may never run a job (joblib, SLURM)
 
     def on_multirun_end(self, config: DictConfig, **kwargs: Any) -> None:
         if _OPEN is not None:  # closed here; jacbench's main then reads its exit code

@@ -3,6 +3,7 @@ every launcher (in process, joblib, submitit)."""
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import json
 import os
@@ -19,6 +20,7 @@ from jacbench.record.atomic import write_atomic
 
 STATE_DIR = ".jacbench"
 UNWRITTEN = "unwritten"  # rows the results folder could not take, beside the sweep's state
+TRACKING_DOWN = "tracking_down"  # why MLflow was given up for the rest of the sweep
 # Set in every job's environment (Hydra's hydra.job.env_set, under every launcher): which
 # sweep the job belongs to, so that sweeps sharing a folder never share state.
 SWEEP_ENV = "JACBENCH_SWEEP_ID"
@@ -72,6 +74,18 @@ class SweepState:
         jobs = self.folder / "jobs"
         write_atomic(jobs / f"{num}.json", json.dumps(record))
         return len(list(jobs.glob("*.json")))
+
+    def tracking_down(self) -> str:
+        """Why a job of this sweep gave up on MLflow ("" while it works): the jobs after it
+        record their rows without runs instead of each waiting on tracking that is down."""
+        try:
+            return (self.folder / TRACKING_DOWN).read_text()
+        except OSError:
+            return ""
+
+    def give_up_tracking(self, why: str) -> None:
+        with contextlib.suppress(OSError):  # then the next job tries, and says so, again
+            write_atomic(self.folder / TRACKING_DOWN, why)
 
     def job_records(self) -> list[dict[str, Any]]:
         jobs = self.folder / "jobs"
