@@ -33,10 +33,10 @@ def compose_job(*overrides: str, with_hydra: bool = False):
     node (launcher, sweeper)."""
     from hydra import compose, initialize_config_dir
 
+    from jacbench.core.registry import load_registry
     from jacbench.run.config import conf_dir, register_configs
-    from jacbench.run.schema import strategy_options
 
-    register_configs(strategy_options())  # strategy=<name> and its typed options
+    register_configs(load_registry())  # strategy=<name> and its typed options
     with initialize_config_dir(config_dir=str(conf_dir()), version_base="1.3"):
         return compose("config", list(overrides), return_hydra_config=with_hydra)
 

@@ -34,7 +34,6 @@ from jacbench.run.orphans import exit_with
 from jacbench.run.progress import JobProgress
 from jacbench.run.recording import TrackingFailed, track, write_row
 from jacbench.run.resume import count_as_done
-from jacbench.run.schema import strategy_options
 from jacbench.run.sweep.lifecycle import close_open_sweep
 from jacbench.run.sweep.state import UNWRITTEN, SweepState, current_sweep, job_record, results_dir
 from jacbench.run.usage import reported
@@ -165,7 +164,9 @@ def main(collector: Collector | None = None) -> None:
         run(cfg, progress, collector)
 
     with reported(progress.line), watched():
-        register_configs(strategy_options())  # no torch where remembered: --help, refusals
+        from jacbench.core.registry import load_registry  # torch: the strategies' options
+
+        register_configs(load_registry())
         check_group_overrides(sys.argv[1:], conf_dir())
         collector.start_work()
         stopped_by = ""

@@ -8,16 +8,17 @@ import sys
 from pathlib import Path
 
 from jacbench.record.mlflow_run import Tracking, log_row
-from jacbench.record.parquet import write_result
 from jacbench.record.result import Result
 from jacbench.record.run_ids import remember
 from jacbench.record.text import one_line
-from jacbench.record.unwritten import keep_unwritten
 
 
 def write_row(result: Result, folder: Path, fallback: Path) -> Path | None:
     """The row in ``folder``, or where the results folder refuses it, kept in ``fallback``
     (or printed in full); returns where it is (None: not on disk)."""
+    from jacbench.record.parquet import write_result  # pyarrow: not for --help or a refusal
+    from jacbench.record.unwritten import keep_unwritten
+
     try:
         return write_result(result, folder)
     except OSError as exc:
