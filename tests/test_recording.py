@@ -141,3 +141,17 @@ def test_a_single_run_is_in_mlflow_when_the_command_returns(tmp_path):
     assert run.info.status == "FINISHED" and run.data.tags["jacbench.job_id"] == row["job_id"]
     assert run.data.metrics["time_median_ms"] > 0
     assert f"MLflow run: {row['mlflow_run_id']}" in proc.stdout
+
+
+def test_a_sweep_against_a_silent_server_waits_on_it_once(cli, silent_server):
+    """Each job of a sweep waited on the server again (issue 46, D1 in a sweep)."""
+    args = ["-m", "strategy=jacrev,jacfwd,functional", *LAUNCH_FAST, "report=false"]
+    proc = cli(*args, f"mlflow.tracking_uri={silent_server.uri}", env=clean_env(**ONE_TRY))
+    assert proc.returncode == 1, proc.stderr
+    lines = [x for x in proc.stderr.splitlines() if x.startswith("jacbench:")]
+    assert len(lines) == 2, lines
+    assert lines[0].startswith(f"jacbench: MLflow tracking failed ({silent_server.uri})")
+    assert "records its rows without MLflow runs" in lines[0]
+    assert "3 job(s) (0, 1, 2) have no MLflow run" in lines[1]
+    assert len(silent_server.held) == 1  # one request, the sweep's: no job asked again
+    assert len(cli.results()) == 3

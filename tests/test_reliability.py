@@ -127,13 +127,14 @@ def test_tracking_down_and_disk_full_never_claims_a_written_row(launch, tmp_path
 
 
 class FillDisk(Callback):
-    """Fills the sweep folder's file system once the jobs ran (Hydra calls the callbacks'
-    on_multirun_end in reverse order, so this comes before jacbench's summary)."""
+    """Fills the sweep folder's file system once the last job ran, before the summary."""
 
     def __init__(self, folder: str) -> None:
         self.folder = Path(folder)
 
-    def on_multirun_end(self, config, **kwargs) -> None:
+    def on_job_end(self, config, job_return, **kwargs) -> None:
+        if config.hydra.job.num != 1:  # the sweep's second and last job
+            return
         with open(self.folder / "filler", "wb") as handle:
             try:
                 while True:
@@ -248,7 +249,7 @@ def test_killing_the_first_mlflow_db_creation_leaves_no_db_or_a_complete_one(tmp
     create_atomically(made)
     head = schema_version(made)
     path = tmp_path / "mlflow.db"
-    code = f"from jacbench.record.mlflow_db import ready_store; ready_store('sqlite:///{path}')"
+    code = f"from jacbench.record.mlflow_db import open_store; open_store('sqlite:///{path}')"
 
     def watch(proc: subprocess.Popen, seconds: float) -> None:
         """While ``proc`` runs: whenever mlflow.db exists, it is complete."""

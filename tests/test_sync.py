@@ -3,8 +3,8 @@
 from __future__ import annotations
 
 from helpers.results import make_result
-from helpers.tracking import half_made_db, sqlite_uri
-from jacbench.record import sync
+from helpers.tracking import half_made_db, seed_store, sqlite_uri
+from jacbench import sync
 from jacbench.record.mlflow_run import JOB_TAG
 from jacbench.record.parquet import read_results, write_result
 from jacbench.record.run_ids import RUNS
@@ -27,6 +27,7 @@ def run_ids(tmp_path) -> dict[str, str]:
 
 def run_sync(tmp_path, monkeypatch, capsys) -> tuple[int, str]:
     """``python -m jacbench.sync results`` typed in the launch folder (default tracking)."""
+    seed_store(tmp_path)  # where no run has made it: a copy of one MLflow built once
     monkeypatch.chdir(tmp_path)
     code = sync.main(["results"])
     captured = capsys.readouterr()
@@ -129,6 +130,7 @@ def _cut_short_run(tmp_path, job_id: str, created_s_ago: float) -> str:
 
     from jacbench.record.mlflow_run import LOGGED_AT_TAG, Tracking, ensure_experiment
 
+    seed_store(tmp_path)
     tracking = Tracking.resolve(tmp_path, sqlite_uri(tmp_path), "jacbench")
     experiment_id = ensure_experiment(tracking)
     tags = {JOB_TAG: job_id, LOGGED_AT_TAG: f"{time.time() - created_s_ago:.3f}"}

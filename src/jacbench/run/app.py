@@ -6,6 +6,7 @@ import dataclasses
 import logging
 import os
 import sys
+from dataclasses import dataclass
 from pathlib import Path
 
 import hydra
@@ -15,9 +16,9 @@ from omegaconf import DictConfig
 from rich.console import Console
 
 from jacbench.core.enums import LauncherKind
+from jacbench.core.errors import ConfigError
 from jacbench.core.interrupt import watched
 from jacbench.record.mlflow_run import Tracking
-from jacbench.record.result import Result
 from jacbench.report.display import make_console, print_result
 from jacbench.run.claims import claimed
 from jacbench.run.collector import Collector
@@ -33,17 +34,11 @@ from jacbench.run.launchers import launcher_kind
 from jacbench.run.orphans import exit_with
 from jacbench.run.progress import JobProgress
 from jacbench.run.recording import TrackingFailed, track, write_row
-from jacbench.run.resume import count_as_done
-from jacbench.run.sweep.lifecycle import close_open_sweep
+from jacbench.run.resume import count_as_done, reusable
 from jacbench.run.sweep.state import UNWRITTEN, SweepState, current_sweep, job_record, results_dir
 from jacbench.run.usage import reported
 
 log = logging.getLogger("jacbench")
-
-
-def untracked(result: Result, cfg: DictConfig) -> bool:
-    """Tracking was asked for and the job has no MLflow run (its failure was said)."""
-    return bool(cfg.mlflow.enabled) and not result.mlflow_run_id
 
 
 def thread_cap() -> int | None:
@@ -60,11 +55,12 @@ def thread_cap() -> int | None:
 def run_in_sweep(
     cfg: DictConfig, sweep: SweepState, launch_dir: Path, console: Console, progress: JobProgress
 ) -> None:
-    """Run job ``num`` of the sweep unless it is already recorded; claimed first, so that a
-    sweep running beside this one (same results folder) never measures it twice."""
+    """Run this job of the sweep, claimed first and held until it is recorded and counted,
+    so that a sweep running beside this one (same results folder) never measures it twice;
+    if that sweep held it, its row is reused (``jacbench.run.resume``)."""
     beside_sweep = launcher_kind(HydraConfig.get().launcher).beside_sweep
     exit_with(sweep.sweep_pid, beside_sweep)  # never outlive a killed sweep
-    num = HydraConfig.get().job.num
+    num = sweep.position(HydraConfig.get().job.num)
     folder, key = results_dir(cfg, launch_dir), config_hash(cfg)
 
     def waiting(owner: dict) -> None:
@@ -73,13 +69,10 @@ def run_in_sweep(
             f"{owner.get('host', '?')}); waiting for it"
         )
 
-    from jacbench.record.parquet import find_done_result  # pyarrow: a sweep reads rows
-
     with claimed(folder, key, waiting, sweep.sweep_id) as waited:
-        done_before = find_done_result(folder, key)
-        if done_before is not None and (waited or not cfg.force):
-            how = "done by another sweep" if waited else "already done"
-            count_as_done(sweep, num, done_before, how, console)
+        found = reusable(cfg, launch_dir, force=False) if waited else None
+        if found is not None:
+            count_as_done(sweep, num, found, "done by another sweep", console)
             return
         from jacbench.core.registry import load_registry  # torch: once a job runs
         from jacbench.run.runner import execute
@@ -88,23 +81,24 @@ def run_in_sweep(
         result = execute(cfg, load_registry(), thread_cap())
         row = write_row(result, folder, sweep.folder / UNWRITTEN)
         progress.written(row)
-    tracking = Tracking(**sweep.tracking) if sweep.tracking and cfg.mlflow.enabled else None
-    if tracking is not None and not sweep.tracking_down():
+        tracking = Tracking(**sweep.tracking) if sweep.tracking and cfg.mlflow.enabled else None
+        if tracking is not None and not sweep.tracking_down():
+            try:
+                run_id = track(result, tracking, sweep.parent_run_id, row)
+                result = dataclasses.replace(result, mlflow_run_id=run_id)
+            except TrackingFailed as exc:
+                sweep.give_up_tracking(str(exc))
+        progress.recorded()
+        if row is None:  # printed in full (and in its MLflow run): the summary counts it missing
+            return
         try:
-            result = dataclasses.replace(
-                result, mlflow_run_id=track(result, tracking, sweep.parent_run_id, row)
+            untracked = bool(cfg.mlflow.enabled) and not result.mlflow_run_id
+            done = sweep.mark_job(num, job_record(num, row, result.status, False, untracked))
+        except OSError as exc:  # the row is written; only this sweep's count of it is not
+            print(
+                f"jacbench: job {num}: could not note it in {sweep.folder} ({exc})", file=sys.stderr
             )
-        except TrackingFailed as exc:
-            sweep.give_up_tracking(str(exc))
-    progress.recorded()
-    if row is None:  # printed in full (and in its MLflow run): the summary counts it missing
-        return
-    try:
-        noted = job_record(num, row, result.status, resumed=False, untracked=untracked(result, cfg))
-        done = sweep.mark_job(num, noted)
-    except OSError as exc:  # the row is written; only this sweep's count of it is not
-        print(f"jacbench: job {num}: could not note it in {sweep.folder} ({exc})", file=sys.stderr)
-        return
+            return
     console.print(
         f"[{done}/{sweep.total}] job {num}: {result.strategy} {result.model} {result.dtype} "
         f"{result.device}: {result.status}"
@@ -123,7 +117,10 @@ def run(cfg: DictConfig, progress: JobProgress, collector: Collector) -> None:
     if HydraConfig.get().mode == RunMode.MULTIRUN:
         sweep = current_sweep()
         if sweep is None:
-            raise RuntimeError("sweep state not found: was the jacbench sweep callback removed?")
+            raise ConfigError(
+                "this sweep was not opened by jacbench's sweeper: sweep with hydra/sweeper=jacbench"
+                " (the default)"
+            )
         progress.in_sweep = True
         run_in_sweep(cfg, sweep, launch_dir, console, progress)
         return
@@ -154,33 +151,36 @@ def run(cfg: DictConfig, progress: JobProgress, collector: Collector) -> None:
         raise SystemExit(1)
 
 
+@dataclass
+class Task:
+    """Hydra's task function for one command: a job, in a single run or as a job of a sweep.
+    It carries the command's state to its jobs (what happened to the row in progress, the
+    garbage collector), and from jacbench's sweeper back the sweep's exit code."""
+
+    progress: JobProgress
+    collector: Collector
+    exit_code: int = 0
+
+    def __call__(self, cfg: DictConfig) -> None:
+        run(cfg, self.progress, self.collector)
+
+    def sweep_ended(self, exit_code: int) -> None:
+        self.exit_code = exit_code
+
+
 def main(collector: Collector | None = None) -> None:
-    """Run, then close any sweep this process opened: also when a job crashed and Hydra
-    skipped its end-of-sweep callback. A sweep exits 1 when any job failed. Bad input and
+    """Run one job, or a sweep with ``-m`` (it exits 1 when any job failed). Bad input and
     Ctrl-C end in one line, never a traceback, which says what was kept."""
-    progress, collector = JobProgress(), collector or Collector()
-
-    def task(cfg: DictConfig) -> None:
-        run(cfg, progress, collector)
-
-    with reported(progress.line), watched():
+    task = Task(JobProgress(), collector or Collector())
+    with reported(task.progress.line), watched():
         from jacbench.core.registry import load_registry  # torch: the strategies' options
 
         register_configs(load_registry())
         check_group_overrides(sys.argv[1:], conf_dir())
-        collector.start_work()
-        stopped_by = ""
-        try:
-            hydra.main(version_base="1.3", config_path=str(conf_dir()), config_name="config")(
-                task
-            )()
-        except KeyboardInterrupt as exc:
-            stopped_by = str(exc) or "Ctrl-C"  # Terminated carries the signal's name
-            raise
-        finally:
-            exit_code = close_open_sweep(stopped_by)
-    if exit_code:
-        raise SystemExit(exit_code)
+        task.collector.start_work()
+        hydra.main(version_base="1.3", config_path=str(conf_dir()), config_name="config")(task)()
+    if task.exit_code:
+        raise SystemExit(task.exit_code)
 
 
 if __name__ == "__main__":

@@ -102,7 +102,9 @@ def classify(exc: BaseException) -> tuple[Status, str]:
 
 
 @dataclass(frozen=True)
-class Outcome:
+class Ending:
+    """How the job ended (its status columns)."""
+
     status: Status
     error_message: str = ""
 
@@ -193,7 +195,7 @@ def execute(cfg: DictConfig, registry: Registry, thread_cap: int | None = None) 
     try:
         job = make_job(cfg, registry)
     except ConfigError as exc:
-        failed = Outcome(Status.FAILED, str(exc).splitlines()[0])
+        failed = Ending(Status.FAILED, str(exc).splitlines()[0])
         seed = int(cfg.get("seed", 0))
         seed = seed if 0 <= seed < 2**63 else 0  # out of the int64 column: its error names it
         identity = {"config_hash": config_hash(cfg), "seed": seed}
@@ -210,10 +212,10 @@ def run_job(job: JobSpec, labels: dict[str, str]) -> Result:
         try:
             _measure(job, records)
             check_interrupt()  # a Ctrl-C that a library swallowed stops the job all the same
-            records.append(Outcome(Status.OK))
+            records.append(Ending(Status.OK))
         except Exception as exc:
             raise_if_interrupt(exc)  # a Ctrl-C that a library turned into an error is not one
-            records.append(Outcome(*classify(exc)))
+            records.append(Ending(*classify(exc)))
     return combine(known, records)
 
 
