@@ -123,6 +123,7 @@ def test_a_signal_while_measuring_says_the_job_was_not_recorded(cli, monkeypatch
     assert not (cli.folder / "results").exists()
 
 
+@pytest.mark.slow  # a second subprocess run; the first test above is one too
 def test_a_single_run_is_in_mlflow_when_the_command_returns(tmp_path):
     """As a user types it: the row and its run, read back right away."""
     proc = subprocess.run(

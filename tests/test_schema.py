@@ -66,7 +66,9 @@ def test_a_planted_schemas_file_changes_nothing(cli, planted):
     assert cli("strategy=fd_central", *LAUNCH_FAST, "mlflow.enabled=false").returncode == 0
 
 
-@pytest.mark.parametrize("args", [["--help"], ["strategy=nosuch"]])
+@pytest.mark.parametrize(
+    "args", [["--help"], pytest.param(["strategy=nosuch"], marks=pytest.mark.slow)]
+)
 def test_help_and_refusals_answer_without_mlflow_and_remember_nothing(tmp_path, args):
     env = clean_env(**{ENV: str(tmp_path / "cache")})
     proc = subprocess.run(

@@ -4,14 +4,17 @@ complete one, and a broken one named in one line with the fix.
 MLflow builds a new database in place (tables, then a long chain of migrations); a process
 killed on the way leaves a half-made file that fails for good ("table ... already exists",
 "duplicate column name"), and several processes building one at once corrupt it. Here MLflow
-builds it under a temporary name in the same folder, and it is linked into place only once
-complete (the first of several builders wins; the others' copies are dropped).
+builds it elsewhere (in memory where it can), it is copied under a temporary name in the same
+folder, and linked into place only once complete (the first of several builders wins; the
+others' copies are dropped).
 """
 
 from __future__ import annotations
 
 import contextlib
 import os
+import shutil
+import tempfile
 import time
 import uuid
 from pathlib import Path
@@ -20,6 +23,7 @@ from jacbench.core.errors import ConfigError
 from jacbench.record.text import one_line
 
 STALE_TMP_S = 600.0  # a temporary database this old lost its creator
+SCRATCH = "jacbench-mlflow-"  # MLflow's build folder in /dev/shm
 
 
 class BrokenTrackingDb(ConfigError):
@@ -40,11 +44,37 @@ def _remove(tmp: Path) -> None:
             leftover.unlink()
 
 
+def _build(db: Path, artifact_root: str) -> None:
+    """MLflow's own creation of a database at ``db`` (its tables, then its migrations)."""
+    from mlflow.store.tracking.sqlalchemy_store import SqlAlchemyStore
+
+    SqlAlchemyStore(f"sqlite:///{db}", artifact_root).engine.dispose()
+
+
+def _build_in_memory(tmp: Path, artifact_root: str) -> None:
+    """Build at ``tmp`` through a file in memory (``/dev/shm``) where there is one: MLflow's
+    migrations commit a hundred times, and each commit waits for the disk (a new folder's
+    first run took 10.5 s instead of 4.8 s here); the finished file is copied once."""
+    shm = Path("/dev/shm")
+    if not (shm.is_dir() and os.access(shm, os.W_OK)):
+        _build(tmp, artifact_root)
+        return
+    for stale in shm.glob(f"{SCRATCH}*"):  # a creation killed with SIGKILL left it
+        with contextlib.suppress(OSError):
+            if time.time() - stale.stat().st_mtime > STALE_TMP_S:
+                shutil.rmtree(stale)
+    with tempfile.TemporaryDirectory(dir=shm, prefix=SCRATCH) as scratch:
+        built = Path(scratch) / "mlflow.db"
+        _build(built, artifact_root)
+        with open(built, "rb") as source, open(tmp, "wb") as target:
+            shutil.copyfileobj(source, target)
+            target.flush()
+            os.fsync(target.fileno())
+
+
 def create_atomically(path: Path, artifact_root: str | None = None) -> None:
     """Have MLflow build a complete database next to ``path`` and link it into place, unless
     another process did first (its database is kept)."""
-    from mlflow.store.tracking.sqlalchemy_store import SqlAlchemyStore
-
     path.parent.mkdir(parents=True, exist_ok=True)
     for stale in path.parent.glob(f".{path.name}.*.tmp"):  # left by a killed creation
         with contextlib.suppress(OSError):
@@ -53,7 +83,7 @@ def create_atomically(path: Path, artifact_root: str | None = None) -> None:
     tmp = path.with_name(f".{path.name}.{uuid.uuid4().hex[:8]}.tmp")
     root = artifact_root or path.parent.joinpath("mlartifacts").resolve().as_uri()
     try:
-        SqlAlchemyStore(f"sqlite:///{tmp}", root).engine.dispose()
+        _build_in_memory(tmp, root)
         try:
             os.link(tmp, path)  # never replaces a database another process made meanwhile
         except FileExistsError:
