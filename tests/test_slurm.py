@@ -144,7 +144,7 @@ def test_a_cancelled_task_is_reported_the_others_counted_and_a_rerun_redoes_only
     subprocess.run(["scancel", task], check=True)
     out, _ = sweep.communicate(timeout=240)  # the launcher does not hang on the dead task
     assert sweep.returncode == 1, out
-    assert re.search(rf"SLURM task {task} \(.*\) did not complete: .*CANCELLED", out), out
+    assert re.search(rf"jacbench: the launcher stopped \(\w+: Job {task} .*CANCELLED", out), out
     assert "3/4 jobs recorded: 3 ok" in out and "1 without a record" in out
     parents, children = mlflow_runs(cli.tracking_uri)
     assert len(parents) == 1 and len(children) == 3

@@ -141,8 +141,9 @@ class Sweep:
             with self._reporting_pending():
                 returns = self.launcher.launch([self.jobs[p] for p in positions], first)
         except Exception as exc:
+            why = one_line(str(exc).split("Error stream produced")[0])  # submitit's: its log
             print(
-                f"jacbench: the launcher stopped ({type(exc).__name__}: {one_line(exc)}); "
+                f"jacbench: the launcher stopped ({type(exc).__name__}: {why}); "
                 "waiting for the sweep's jobs that still run",
                 file=sys.stderr,
                 flush=True,
