@@ -156,3 +156,23 @@ def test_a_sweep_against_a_silent_server_waits_on_it_once(cli, silent_server):
     assert "3 job(s) (0, 1, 2) have no MLflow run" in lines[1]
     assert len(silent_server.held) == 1  # one request, the sweep's: no job asked again
     assert len(cli.results()) == 3
+
+
+def test_what_a_stop_says_it_kept_follows_the_row(tmp_path):
+    from jacbench.run.progress import JobProgress
+
+    single, sweep = JobProgress(), JobProgress(in_sweep=True)
+    assert single.line() == "nothing was measured"
+    assert sweep.line() == "rows recorded so far are kept (run the same sweep again to resume)"
+    for progress in (single, sweep):
+        progress.measuring()
+        assert progress.line().startswith("the job in progress was not recorded")
+        progress.written(tmp_path / "row.parquet")
+        assert progress.line().startswith(f"the job's row is written ({tmp_path / 'row.parquet'})")
+        progress.written(None)
+        assert "could not be written" in progress.line()
+        progress.recorded()
+        assert progress.line().startswith("the job is recorded")
+    assert sweep.line().endswith(
+        "rows recorded before it are kept (run the same sweep again to resume)"
+    )

@@ -22,7 +22,8 @@ class JacbenchSweeper(Sweeper):
     """Hydra's basic sweeper's options (``max_batch_size``, ``params``) and job list; jobs
     already recorded are counted instead of sent out, and the sweep is opened and closed
     here (its summary and MLflow parent run, whatever happened to the jobs). The task
-    function's ``sweep_ended(exit_code)``, where it has one, receives the sweep's result."""
+    function's ``sweep_started()`` and ``sweep_ended(exit_code)``, where it has them, are
+    told (jacbench's command says what a stop kept, and exits with the sweep's code)."""
 
     def __init__(
         self, max_batch_size: int | None = None, params: Mapping[str, Any] | None = None
@@ -46,6 +47,9 @@ class JacbenchSweeper(Sweeper):
         from jacbench.run.sweep.control import run_sweep
 
         assert self.config is not None and self.hydra_context is not None
+        started = getattr(self.task_function, "sweep_started", None)
+        if callable(started):
+            started()
         code = run_sweep(
             self.config,
             self.hydra_context.config_loader,

@@ -164,6 +164,9 @@ class Task:
     def __call__(self, cfg: DictConfig) -> None:
         run(cfg, self.progress, self.collector)
 
+    def sweep_started(self) -> None:
+        self.progress.in_sweep = True  # a stop says what the sweep keeps, jobs elsewhere too
+
     def sweep_ended(self, exit_code: int) -> None:
         self.exit_code = exit_code
 
