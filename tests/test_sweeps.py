@@ -306,3 +306,13 @@ def test_a_sweep_resumed_over_rows_of_an_earlier_jacbench_ends_with_its_summary(
     rows = pd.read_parquet(summary).set_index("strategy")
     assert rows.loc["jacrev", "resumed"] and rows.loc["jacrev", "tier"] == ""
     assert list(tmp_path.glob("multirun/*/*/report/report.html"))
+
+
+def test_a_sweep_under_another_sweeper_is_one_line(launch, tmp_path):
+    code, lines, printed = launch("-m", "hydra/sweeper=basic", "strategy=jacrev", "report=false")
+    assert code == 1 and "Traceback" not in printed, printed
+    assert lines == [
+        "jacbench: this sweep was not opened by jacbench's sweeper: sweep with "
+        "hydra/sweeper=jacbench (the default)"
+    ]
+    assert not (tmp_path / "results").exists()
