@@ -56,8 +56,8 @@ def run_in_sweep(
     cfg: DictConfig, sweep: SweepState, launch_dir: Path, console: Console, progress: JobProgress
 ) -> None:
     """Run this job of the sweep, claimed first and held until it is recorded and counted,
-    so that a sweep running beside this one (same results folder) never measures it twice;
-    if that sweep held it, its row is reused (``jacbench.run.resume``)."""
+    so that a sweep running beside this one (same results folder) never measures it twice:
+    a row it recorded meanwhile is reused (``jacbench.run.resume``)."""
     beside_sweep = launcher_kind(HydraConfig.get().launcher).beside_sweep
     exit_with(sweep.sweep_pid, beside_sweep)  # never outlive a killed sweep
     num = sweep.position(HydraConfig.get().job.num)
@@ -70,9 +70,12 @@ def run_in_sweep(
         )
 
     with claimed(folder, key, waiting, sweep.sweep_id) as waited:
-        found = reusable(cfg, launch_dir, force=False) if waited else None
+        # asked again under the claim: a sweep beside this one may have recorded it since the
+        # sweeper asked (force=true measures again, unless that sweep just did)
+        found = reusable(cfg, launch_dir, force=bool(cfg.force) and not waited)
         if found is not None:
-            count_as_done(sweep, num, found, "done by another sweep", console)
+            how = "done by another sweep" if waited else "already done"
+            count_as_done(sweep, num, found, how, console)
             return
         from jacbench.core.registry import load_registry  # torch: once a job runs
         from jacbench.run.runner import execute

@@ -1,7 +1,7 @@
 """Resuming a sweep, in one place: which recorded row a job may reuse instead of being
 measured again (``reusable``), and counting it in the sweep (``count_as_done``). The sweep
-asks before sending a job out; a job asks again only after waiting for another sweep that
-held it (``jacbench.run.claims``)."""
+asks before sending a job out; the job asks again once it holds its claim
+(``jacbench.run.claims``), since a sweep beside it may have recorded it meanwhile."""
 
 from __future__ import annotations
 
