@@ -15,7 +15,7 @@ from mlflow.tracking import MlflowClient
 
 from helpers.cli import QUICK, load_script
 from helpers.results import make_result
-from helpers.tracking import mlflow_runs
+from helpers.tracking import mlflow_runs, seed_store
 from jacbench.record.mlflow_run import Tracking, describe_experiment, log_result
 from jacbench.record.mlflow_view import CHARTS_KEY, VIEW_KEY
 from jacbench.report.overview import jobs_table, overview
@@ -23,6 +23,7 @@ from jacbench.run.sweep.opening import sweep_name, swept_keys
 
 
 def _tracking(tmp_path: Path) -> Tracking:
+    seed_store(tmp_path)  # a copy of a database MLflow built once for the test process
     return Tracking.resolve(tmp_path, None, "jacbench")
 
 

@@ -3,7 +3,10 @@
 from __future__ import annotations
 
 import contextlib
+import functools
 import os
+import shutil
+import tempfile
 from pathlib import Path
 
 
@@ -17,10 +20,8 @@ def half_made_db(path: Path) -> None:
     schema version not yet stamped, a later table missing."""
     import sqlite3
 
-    from jacbench.record.mlflow_db import create_atomically
-
-    made = path.with_name("made.db")  # not the tested URI, which no cache may know
-    create_atomically(made)
+    made = path.with_name("made.db")
+    shutil.copyfile(_store_made_once(), made)
     with contextlib.closing(sqlite3.connect(made)) as db:
         db.executescript("DELETE FROM alembic_version; DROP TABLE secrets;")
     os.replace(made, path)
@@ -36,3 +37,22 @@ def mlflow_runs(tracking_uri: str) -> tuple[list, list]:
     parents = [r for r in runs if r.data.tags.get("jacbench.role") == "sweep"]
     children = [r for r in runs if "mlflow.parentRunId" in r.data.tags]
     return parents, children
+
+
+@functools.cache
+def _store_made_once() -> Path:
+    """An empty database that MLflow built (atomically, as jacbench does), once per test
+    process: building one runs MLflow's migrations, about a CPU-second each time."""
+    from jacbench.record.mlflow_db import create_atomically
+
+    made = Path(tempfile.mkdtemp(prefix="jacbench-store-")) / "mlflow.db"
+    create_atomically(made)
+    return made
+
+
+def seed_store(folder: Path) -> None:
+    """Give ``folder`` the MLflow database a first run there would have built (a copy of
+    one MLflow built once), unless it has one: the tests of building it build their own."""
+    db = folder / "mlflow.db"
+    if not db.exists():
+        shutil.copyfile(_store_made_once(), db)

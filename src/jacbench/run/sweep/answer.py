@@ -11,6 +11,7 @@ from rich.panel import Panel
 from rich.text import Text
 
 from jacbench.record.atomic import write_atomic
+from jacbench.record.text import one_line
 from jacbench.run.inputs import load_analysis
 from jacbench.run.sweep.state import SweepState
 
@@ -42,7 +43,7 @@ def answer_experiment(
     except Exception as exc:
         answer = f"The analysis {state.analysis} could not answer: {type(exc).__name__}: {exc}"
         answered = False
-        print(f"jacbench: {' '.join(answer.split())[:300]}", file=sys.stderr)
+        print(f"jacbench: {one_line(answer)}", file=sys.stderr)
     if not isinstance(answer, str):
         answer = (
             f"The analysis {state.analysis} returned a {type(answer).__name__}, not the text "

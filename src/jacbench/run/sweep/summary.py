@@ -18,8 +18,10 @@ from jacbench.report.display import summary_table
 from jacbench.run.sweep.answer import answer_experiment
 from jacbench.run.sweep.state import UNWRITTEN, SweepState
 
+# Every column may be empty: a sweep's rows may come from any earlier jacbench (resumed).
 SUMMARY_SCHEMA = pa.schema(
-    [pa.field("job_num", pa.int64()), pa.field("resumed", pa.bool_()), *SCHEMA]
+    [pa.field("job_num", pa.int64()), pa.field("resumed", pa.bool_())]
+    + [f.with_nullable(True) for f in SCHEMA]
 )
 
 
