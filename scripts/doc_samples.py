@@ -6,8 +6,13 @@ Each sample is a fenced ``text`` block between ``<!-- sample: NAME -->`` and
 in place of the block. tests/test_experiments.py checks that every sample's title and column
 names are those the current code prints.
 
-    python scripts/doc_samples.py              # every sample (seed001: about a minute)
+    python scripts/doc_samples.py              # every sample but the map's (about 5 minutes)
     python scripts/doc_samples.py seed003      # one
+    python scripts/doc_samples.py map --from multirun/2026-11-25/21-36-30.155177
+                                               # the answer a sweep already wrote
+
+The map (``+experiment=map``, 1950 jobs: 35-45 minutes here) runs only when named; ``--from
+FOLDER`` takes the answer.md of a sweep run earlier (with the preset as it is) instead.
 """
 
 from __future__ import annotations
@@ -32,6 +37,14 @@ def samples(text: str) -> dict[str, str]:
     return {m.group(2): m.group(3) for m in SAMPLE.finditer(text)}
 
 
+EXPENSIVE = {"map"}  # run only when named
+
+
+def answer_of(folder: Path) -> str:
+    """The text inside answer.md's fence, as the sweep in ``folder`` wrote it."""
+    return (folder / "answer.md").read_text().split("```text\n", 1)[1].rsplit("```", 1)[0]
+
+
 def run(name: str) -> str:
     """The answer ``+experiment=NAME`` prints, from a real sweep in a scratch folder."""
     with tempfile.TemporaryDirectory() as folder:
@@ -40,15 +53,22 @@ def run(name: str) -> str:
             [*command, "mlflow.enabled=false"], cwd=folder, check=True, stdout=subprocess.DEVNULL
         )
         (answer,) = Path(folder).glob("multirun/*/*/answer.md")
-        return answer.read_text().split("```text\n", 1)[1].rsplit("```", 1)[0]
+        return answer_of(answer.parent)
 
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("names", nargs="*", help="experiments to run (default: every sample's)")
+    parser.add_argument("--from", dest="folder", type=Path, help="a sweep folder: its answer")
     args = parser.parse_args(argv)
-    wanted = set(args.names) or {n for d in documents() for n in samples(d.read_text())}
-    answers = {name: run(name) for name in sorted(wanted)}
+    everything = {n for d in documents() for n in samples(d.read_text())} - EXPENSIVE
+    wanted = set(args.names) or everything
+    if args.folder is not None:
+        if len(wanted) != 1 or not args.names:
+            parser.error("--from FOLDER takes the one experiment NAME its sweep ran")
+        answers = {name: answer_of(args.folder) for name in wanted}
+    else:
+        answers = {name: run(name) for name in sorted(wanted)}
     for document in documents():
         text = document.read_text()
         new = SAMPLE.sub(

@@ -11,6 +11,10 @@
 4. Device names in the parquet rows and in the MLflow runs (the GPU's name, not ``cpu``).
 5. Two jobs at a time on one GPU: that sweep runs through the joblib launcher with
    ``n_jobs=2``; each of its 9 jobs must have its row, none failed.
+6. With ``--map``: the map (``+experiment=map``) on the device, its three heat maps written
+   in the sweep's report and its answer printed (``--map-sizes`` narrows the grid to fit a
+   short lease, e.g. ``--map-sizes 16,256,1024``; ``--map-only`` runs it alone, ``--map-args``
+   narrows it further, e.g. ``--map-args model=map_dense dtype=float32``).
 
 Every check prints what it measured; the exit status is 1 when one fails, 2 when there is no
 CUDA device. ``--device cpu`` runs the same checks on the CPU (perf_counter timing, profiler
@@ -189,10 +193,35 @@ def check_parallel_sweep(scratch: Path) -> Check:
     return Check("two jobs at a time on one device", done == len(rows) == 9, detail)
 
 
+MAP_FIGURES = ("map_winner.png", "map_forward_over_reverse.png", "map_auto_regret.png")
+
+
+def check_map(device: str, scratch: Path, sizes: str, narrowed: list[str]) -> Check:
+    """The map on ``device``: every job recorded, its heat maps in the report."""
+    folder = scratch / "map"
+    grid = [f"model.n_in={sizes}", f"model.n_out={sizes}"] if sizes else []
+    overrides = [f"device={device}", "mlflow.enabled=false", *grid, *narrowed]
+    jacbench_cli(folder, "-m", "+experiment=map", *overrides)
+    (report,) = folder.glob("multirun/*/*/report")
+    (answer,) = folder.glob("multirun/*/*/answer.md")
+    print(answer.read_text())
+    drawn = [name for name in MAP_FIGURES if (report / name).is_file()]
+    rows = read_results(folder / "results")
+    failed = int((rows["status"] == "failed").sum())
+    detail = f"{len(rows)} jobs, {failed} failed; heat maps {len(drawn)}/3 in {report}"
+    return Check("the map", len(drawn) == 3 and failed == 0, detail)
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--device", default="cuda", choices=["cuda", "cpu"])
     parser.add_argument("--out", type=Path, help="keep the sweeps' folders here")
+    parser.add_argument("--map", action="store_true", help="also run the map on the device")
+    parser.add_argument("--map-sizes", default="", help="N and M values of the map, e.g. 16,256")
+    parser.add_argument("--map-only", action="store_true", help="run the map check alone")
+    parser.add_argument(
+        "--map-args", nargs="*", default=[], help="more overrides, e.g. model=map_dense"
+    )
     args = parser.parse_args()
     if args.device == "cuda" and not torch.cuda.is_available():
         print("gpu_check: no CUDA device (torch.cuda.is_available() is False); run it on a GPU")
@@ -201,9 +230,13 @@ def main() -> None:
     if device.type == "cuda":
         print(f"gpu_check: {torch.cuda.get_device_name(0)}, torch {torch.__version__}")
     scratch = args.out or Path(tempfile.mkdtemp(prefix="gpu_check-"))
-    checks = [check_timing(device), check_memory(device)]
-    checks += check_precision(args.device, scratch)
-    checks += [check_device_names(args.device, scratch), check_parallel_sweep(scratch)]
+    checks = []
+    if not args.map_only:
+        checks += [check_timing(device), check_memory(device)]
+        checks += check_precision(args.device, scratch)
+        checks += [check_device_names(args.device, scratch), check_parallel_sweep(scratch)]
+    if args.map or args.map_only:
+        checks.append(check_map(args.device, scratch, args.map_sizes, args.map_args))
     for check in checks:
         print(f"{'ok  ' if check.ok else 'FAIL'} {check.name}: {check.detail}")
     print(f"gpu_check: sweeps kept in {scratch}")

@@ -76,6 +76,19 @@ def test_changed_code_dtype_or_torch_version_decide_again(cache, monkeypatch):
     assert len(calibrations) == 4 and len(list(folder.glob("*.json"))) == 4
 
 
+def test_a_decision_made_among_other_choices_is_made_again(cache, monkeypatch):
+    """A rule change (another jacbench, a candidate added or left out) changes what auto can
+    choose: a decision made among the earlier choices is not recalled (the map's banded
+    cells kept a reverse choice made before the folded forward mode was a candidate)."""
+    folder, calibrations = cache
+    x = torch.randn(5, dtype=torch.float64)
+    jacbench.prepare(f, x, **OPTIONS)
+    assert jacbench.prepare(f, x, **OPTIONS).info.decided_by == "remembered"
+    monkeypatch.setattr(auto_module, "LOOPS", ("autograd_loop",))  # functional left out
+    assert jacbench.prepare(f, x, **OPTIONS).info.decided_by == "calibrated"
+    assert len(calibrations) == 2 and len(list(folder.glob("*.json"))) == 2
+
+
 def test_a_wrong_remembered_choice_is_caught_on_its_first_call(cache):
     folder, calibrations = cache
     x = torch.randn(5, dtype=torch.float64)

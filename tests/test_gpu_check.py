@@ -64,3 +64,15 @@ def test_every_check_passes_on_the_gpu(monkeypatch, capsys, tmp_path: Path):
     assert run_script(monkeypatch, "--out", str(tmp_path)) == 0
     names = checks_passed(capsys.readouterr().out)
     assert "TF32 off is no less accurate than on" in names
+
+
+@pytest.mark.slow  # ~30 s: 12 jobs and a report
+def test_the_map_check_draws_the_three_heat_maps_on_the_cpu(monkeypatch, capsys, tmp_path):
+    """`--map` on a narrowed grid: the map preset through the CLI, its heat maps in the report
+    (on a GPU the same check runs the whole map: `--map`)."""
+    args = ["--device", "cpu", "--out", str(tmp_path), "--map-only", "--map-sizes", "4,16"]
+    narrowed = ["model=map_dense", "dtype=float32", "strategy=jacfwd,jacrev,auto_eager"]
+    assert run_script(monkeypatch, *args, "--map-args", *narrowed) == 0
+    output = capsys.readouterr().out
+    assert checks_passed(output) == ["the map"]
+    assert "12 jobs, 0 failed; heat maps 3/3" in output

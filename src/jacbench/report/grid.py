@@ -10,7 +10,8 @@ from __future__ import annotations
 
 import json
 import math
-from dataclasses import dataclass
+import statistics
+from dataclasses import dataclass, field
 
 import pandas as pd
 
@@ -77,6 +78,8 @@ class Cell:
     regret: float | None = None  # auto / the best exact strategy (auto left out)
     auto_loses: bool = False  # regret above REGRET_BOUND and auto settled slower
     best_exact: str = ""
+    auto_contended: bool = False  # auto is slower but waited for its core while timed
+    dtype: str = ""
 
 
 def _fastest(rows: pd.DataFrame) -> pd.Series | None:
@@ -98,10 +101,12 @@ def _cell(family: str, x: float, y: float, rows: pd.DataFrame) -> Cell:
         ratio = float(forward["time_median_s"] / reverse["time_median_s"])
         modes_settled = verdict(forward, reverse).decided
     best, auto = _fastest(exact), _fastest(good(rows[rows["strategy"] == AUTO]))
-    regret, loses = None, False
+    regret, loses, contended = None, False, False
     if best is not None and auto is not None:
         regret = float(auto["time_median_s"] / best["time_median_s"])
-        loses = regret > REGRET_BOUND and verdict(auto, best).order == Order.SLOWER
+        order = verdict(auto, best).order
+        loses = regret > REGRET_BOUND and order == Order.SLOWER
+        contended = order == Order.CONTENDED
     return Cell(
         family,
         x,
@@ -113,6 +118,8 @@ def _cell(family: str, x: float, y: float, rows: pd.DataFrame) -> Cell:
         regret,
         loses,
         "" if best is None else str(best["label"]),
+        contended,
+        str(rows["dtype"].iloc[0]) if "dtype" in rows and len(rows) else "",
     )
 
 
@@ -152,23 +159,35 @@ def cells(rows: pd.DataFrame) -> tuple[tuple[str, str] | None, list[Cell]]:
 class MapSummary:
     """What the map says in words: auto's regret, and where the textbook rule loses."""
 
-    settled_cells: int  # cells with a settled winner and an auto row
+    settled_cells: int  # cells with a settled winner, an auto row, auto's time its own
     regrets: list[float]
     worst: Cell | None
     losses: list[Cell]  # cells where auto is settled slower by more than REGRET_BOUND
     textbook_losses: list[Cell]  # settled cells where M >= N -> forward picked the wrong mode
+    contended: list[Cell] = field(default_factory=list)  # auto slower, but it waited: left out
+    by_dtype: dict[str, list[float]] = field(default_factory=dict)
 
     def lines(self) -> list[str]:
         out = []
         if self.worst is not None and self.regrets:
-            median = sorted(self.regrets)[len(self.regrets) // 2]
             w = self.worst
+            per_dtype = ", ".join(
+                f"{dtype} median {_median(found):.2f} over {len(found)}"
+                for dtype, found in sorted(self.by_dtype.items())
+            )
             out.append(
                 f"auto / best exact over {self.settled_cells} cells with a settled winner: "
-                f"median {median:.2f}, worst {max(self.regrets):.2f} ({w.family}, "
-                f"N={w.x:g}, M={w.y:g}, against {w.best_exact}); {len(self.losses)} cell(s) "
+                f"median {_median(self.regrets):.2f}, worst {max(self.regrets):.2f} "
+                f"({w.family}, N={w.x:g}, M={w.y:g}, against {w.best_exact}); "
+                f"{per_dtype}; {len(self.losses)} cell(s) "
                 f"where auto is settled slower by more than {REGRET_BOUND:.2f}x"
                 + (": " + "; ".join(_where(c) for c in self.losses) if self.losses else "")
+            )
+        if self.contended:
+            out.append(
+                f"{len(self.contended)} more cell(s) with a settled winner left out: auto was "
+                "slower there but waited for its core while timed (its time is not its code's "
+                "alone; run them again on a quieter machine)"
             )
         if self.textbook_losses:
             out.append(
@@ -184,6 +203,10 @@ class MapSummary:
         return out
 
 
+def _median(values: list[float]) -> float:
+    return float(statistics.median(values))
+
+
 def _where(cell: Cell) -> str:
     return f"{cell.family} N={cell.x:g} M={cell.y:g}"
 
@@ -191,7 +214,11 @@ def _where(cell: Cell) -> str:
 def summarise(axes: tuple[str, str] | None, found: list[Cell]) -> MapSummary:
     """auto's regret where the winner is settled, and the textbook rule's losses (on N and M
     axes only)."""
-    scored = [c for c in found if c.winner and c.regret is not None]
+    settled = [c for c in found if c.winner and c.regret is not None]
+    scored = [c for c in settled if not c.auto_contended]
+    by_dtype: dict[str, list[float]] = {}
+    for c in scored:
+        by_dtype.setdefault(c.dtype, []).append(c.regret or 0.0)
     worst = max(scored, key=lambda c: c.regret or 0.0, default=None)
     textbook: list[Cell] = []
     if axes == AXES:
@@ -206,4 +233,6 @@ def summarise(axes: tuple[str, str] | None, found: list[Cell]) -> MapSummary:
         worst,
         [c for c in scored if c.auto_loses],
         textbook,
+        [c for c in settled if c.auto_contended],
+        by_dtype,
     )
