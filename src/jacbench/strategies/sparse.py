@@ -243,7 +243,7 @@ def sparse_jacrev(problem: Problem, opts: SparseOptions):
     f = problem.f
 
     def compressed(x: torch.Tensor) -> torch.Tensor:  # (n_colors, N) = seed @ J
-        _, pullback = torch.func.vjp(f, x)
+        _, pullback = torch.func.vjp(f, x)  # type: ignore[misc]  # stub: or has_aux's triple
         return torch.func.vmap(pullback)(seed)[0]
 
     values = _read_back(compressed, problem, opts, entry_colors * problem.n_in + pattern.cols)
