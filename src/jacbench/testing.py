@@ -10,6 +10,7 @@ contract allows one (``analytic`` without a formula, a batch without ``batch=Tru
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Callable
 from dataclasses import dataclass
 from enum import Enum
@@ -125,7 +126,7 @@ def checks(name: str, registry: Registry | None = None) -> dict[str, Callable[[]
     """The contract's checks of one strategy, by name."""
     registry = registry or load_registry()
     out: dict[str, Callable[[], None]] = {
-        f"right_at_two_points[{key}]": (lambda key=key: right_at_two_points(name, key, registry))
+        f"right_at_two_points[{key}]": functools.partial(right_at_two_points, name, key, registry)
         for key in PROBLEMS
     }
     out["refuses_another_point"] = lambda: refuses_another_point(name, registry)

@@ -48,7 +48,7 @@ def _code_of(module: nn.Module) -> str:
     source may not exist), else the source of the module's class."""
     fn = getattr(module, "fn", None)
     code = getattr(fn, "__code__", None)
-    if code is not None:
+    if fn is not None and code is not None:
         parts = (code.co_code.hex(), code.co_consts, code.co_names, code.co_varnames)
         return f"{fn.__qualname__}:{parts!r}"  # names too: sin and cos share their bytecode
     try:

@@ -75,7 +75,7 @@ def _forward(f: Callable, x: torch.Tensor, v: torch.Tensor) -> torch.Tensor:
 
 def _reverse(f: Callable, x: torch.Tensor, gen: torch.Generator) -> tuple[torch.Tensor, ...]:
     """(U, f's VJPs with U's columns): random U (M, D) and the (N, D) products."""
-    out, pullback = torch.func.vjp(f, x)
+    out, pullback = torch.func.vjp(f, x)  # type: ignore[misc]  # stub: or has_aux's triple
     u = torch.randn(out.numel(), DIRECTIONS, generator=gen, dtype=torch.float64).to(out)
     exact = [pullback(u[:, d].reshape(out.shape))[0].reshape(-1) for d in range(DIRECTIONS)]
     return u, torch.stack(exact, dim=1)

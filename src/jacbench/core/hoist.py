@@ -9,6 +9,8 @@ data would be written into such a tensor is left as it is.
 
 from __future__ import annotations
 
+from typing import Any
+
 import torch
 from torch import fx
 
@@ -35,7 +37,7 @@ def _value(node: fx.Node, values: dict[fx.Node, object]) -> object:
     """The node run on the values of its inputs (a metadata-only factory on an empty tensor
     of its first argument's dtype and device)."""
 
-    def real(arg: fx.Node) -> object:
+    def real(arg: fx.Node) -> Any:  # a value (a tensor) where the graph has its node
         if arg in values:
             return values[arg]
         meta = arg.meta["val"]  # the first argument of a metadata-only factory
@@ -43,6 +45,8 @@ def _value(node: fx.Node, values: dict[fx.Node, object]) -> object:
 
     args = fx.node.map_arg(node.args, real)
     kwargs = fx.node.map_arg(node.kwargs, real)
+    if not callable(node.target):  # a call_function node holds the function itself
+        raise TypeError(f"node {node.name} calls {node.target!r}, which is not a function")
     return node.target(*args, **kwargs)
 
 
@@ -55,7 +59,8 @@ def hoist(gm: fx.GraphModule) -> int:
     """Replace, in place, the uses of input-free nodes by their values; returns how many
     constants the graph now holds. Nothing is changed (0) where input data would be written
     into an input-free tensor, or one is written after an input-dependent node read it."""
-    graph, values, read = gm.graph, {}, False
+    graph, read = gm.graph, False
+    values: dict[fx.Node, object] = {}
     for node in graph.nodes:
         if node.op != "call_function":
             continue
@@ -74,11 +79,12 @@ def hoist(gm: fx.GraphModule) -> int:
                 return 0  # input data written into a tensor built from shapes
             read = True
     used = [n for n in values if any(u not in values for u in n.users)]
-    if not all(isinstance(values[n], torch.Tensor) for n in used):
+    tensors = [v for v in (values[n] for n in used) if isinstance(v, torch.Tensor)]
+    if len(tensors) != len(used):
         return 0
-    for count, node in enumerate(used):
+    for count, (node, tensor) in enumerate(zip(used, tensors, strict=True)):
         name = f"_hoisted_{count}"
-        gm.register_buffer(name, values[node].clone(), persistent=False)
+        gm.register_buffer(name, tensor.clone(), persistent=False)
         with graph.inserting_before(node):
             constant = graph.get_attr(name)
         constant.meta = dict(node.meta)

@@ -39,6 +39,11 @@ class Unprovable(Exception):
     """The pattern cannot be proved by tracing; the message says why."""
 
 
+def _op_name(target: object) -> str:
+    """An aten op's name (``sum``, ``norm``), the key of the rules; else the target's text."""
+    return getattr(target, "_opname", str(target))
+
+
 @dataclass(frozen=True)
 class Dep:
     """A value that depends on the input: its shape and, per element (row-major), the inputs
@@ -159,6 +164,8 @@ class Propagation:
     # -- one node -------------------------------------------------------------------------
     def call(self, node: torch.fx.Node) -> Any:
         target = node.target
+        if not callable(target):  # a call_function node holds the function itself
+            raise Unprovable(f"node {node.name} calls {target!r}, which is not a function")
         args, kwargs = self.get(node.args), self.get(node.kwargs)
         deps = self._deps((args, kwargs))
         if target is operator.getitem:
@@ -167,7 +174,7 @@ class Propagation:
             return target(*args, **kwargs)
         if not _floating(node) or target in NO_DERIVATIVE or not any(d.floating for d in deps):
             return self._no_derivative(node)
-        name = getattr(target, "_opname", str(target))
+        name = _op_name(target)
         rule = RULES.get(name)
         if rule is not None:
             return rule(self, node, args, kwargs)
@@ -333,13 +340,15 @@ def _reduced_dims(node: torch.fx.Node, args: tuple) -> list[int]:
     """The dims an along-dims op combines: its ``dim`` argument, or all of them."""
     source = args[0]
     ndim = len(source.shape)
-    position = DIM_POSITION.get(node.target._opname, 1)
+    position = DIM_POSITION.get(_op_name(node.target), 1)
     dims = node.kwargs.get("dim", args[position] if len(args) > position else None)
     if isinstance(dims, int):
         dims = [dims]
-    if not dims or not ndim or not all(isinstance(d, int) for d in dims):
+    listed = list(dims) if isinstance(dims, (list, tuple)) else []
+    ints = [d for d in listed if isinstance(d, int)]
+    if not ints or not ndim or len(ints) != len(listed):
         return list(range(ndim))  # all of them: never fewer than the op combines
-    return [d % ndim for d in dims]
+    return [d % ndim for d in ints]
 
 
 def _slices(source: Dep, dims: list[int]) -> tuple[sp.csr_array, np.ndarray]:

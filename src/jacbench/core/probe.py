@@ -228,7 +228,7 @@ def _cut_confirmed(f: Callable, x: torch.Tensor, cuts: list[str]) -> None:
         except Exception:
             wrong.append("forward")
         try:
-            out, pull = torch.func.vjp(f64, x64)
+            out, pull = torch.func.vjp(f64, x64)  # type: ignore[misc]  # stub: or has_aux's triple
             back = pull(u.reshape(out.shape).to(out.dtype))[0].reshape(-1)
             if abs(float(back @ v) - float(u @ d1)) > float(u.norm()) * bound:
                 wrong.append("reverse")

@@ -13,7 +13,7 @@ import dataclasses
 import warnings
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import torch
 from torch import nn
@@ -22,6 +22,9 @@ from jacbench.core.errors import ConfigError
 from jacbench.core.memory_budget import check_input_fits
 from jacbench.core.model_checks import check_batched, first_output
 from jacbench.core.params import FlatParams
+
+if TYPE_CHECKING:
+    from jacbench.core.sparsity import Pattern
 
 WRT_CHOICES = ("input", "params")
 Fn = Callable[[torch.Tensor], torch.Tensor]
@@ -33,7 +36,7 @@ class ModelKeys:
 
     conf/jacbench_model.yaml puts them on every model, so ``model.batch=3`` works on all."""
 
-    name: str | None = None  # label in tables; default: the _target_'s last part
+    name: str = ""  # label in tables; split() defaults it to the _target_'s last part
     wrt: str = "input"  # input or params
     input_shape: tuple[int, ...] | None = None  # default: the module's input_shape attribute
     batch: int = 1  # independent points (per-sample Jacobians); needs wrt=input when > 1
@@ -107,8 +110,9 @@ class Problem:
     input: torch.Tensor = field(repr=False)  # the model's input, in its own shape
     batch: int = 1
     # The model's declared Jacobian sparsity pattern of one point, (M, N) sparse or dense,
-    # where it has one (``jacobian_sparsity()``, w.r.t. the input only).
-    sparsity: Callable[[], torch.Tensor] | None = field(default=None, repr=False)
+    # where it has one (``jacobian_sparsity()``, w.r.t. the input only), or a Pattern already
+    # made (auto's traced one): what ``sparsity.from_pairs`` reads.
+    sparsity: Callable[[], torch.Tensor | Pattern] | None = field(default=None, repr=False)
 
     @property
     def dtype(self) -> torch.dtype:
@@ -182,7 +186,8 @@ class VmapOrLoop:
     at the first call (a strategy that never evaluates many points never pays the check)."""
 
     def __init__(self, f: Fn) -> None:
-        self.f, self._chosen = f, None
+        self.f = f
+        self._chosen: Fn | None = None
 
     @property
     def batched(self) -> bool:

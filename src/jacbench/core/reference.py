@@ -386,7 +386,7 @@ def sampled_reference(problem: Problem, k: int = SAMPLE, seed: int = 0) -> Sampl
         return torch.func.jvp(f, (x,), (v.reshape(x.shape),))[1].reshape(-1)
 
     by_cols = torch.func.vmap(jvp)(basis_in).T  # (M, k)
-    _, pullback = torch.func.vjp(lambda v: f(v).reshape(-1), x)
+    _, pullback = torch.func.vjp(lambda v: f(v).reshape(-1), x)  # type: ignore[misc]  # stub: or has_aux's triple
     by_rows = torch.func.vmap(pullback)(basis_out)[0].reshape(len(rows), n)  # (k, N)
     both_a, both_b = by_cols[rows], by_rows[:, cols]
     unstable = deterministic(f, x)

@@ -118,8 +118,9 @@ def from_pairs(pattern: Any, shape: tuple[int, int]) -> Pattern:
 
     if sp.issparse(pattern):
         coo = sp.coo_array(pattern)
-        rows, cols = torch.from_numpy(coo.row), torch.from_numpy(coo.col)
-        return from_coordinates(rows[coo.data != 0], cols[coo.data != 0], shape)
+        stored = coo.data != 0
+        nonzero = (torch.from_numpy(coo.row[stored]), torch.from_numpy(coo.col[stored]))
+        return from_coordinates(*nonzero, shape)
     expected = (
         f"a ({shape[0]}, {shape[1]}) boolean matrix (dense, sparse or numpy) or index pairs "
         "(rows, cols) of two 1-D integer sequences"
@@ -129,16 +130,17 @@ def from_pairs(pattern: Any, shape: tuple[int, int]) -> Pattern:
         got = f"an array of shape {tuple(pattern.shape)}"
         raise ValueError(f"pattern= must be {expected}; got {got}")
     try:
-        rows, cols = (np.asarray(v) for v in pattern)
+        given_rows, given_cols = (np.asarray(v) for v in pattern)
     except (TypeError, ValueError):
         raise ValueError(f"pattern= must be {expected}; got {type(pattern).__name__}") from None
-    if rows.shape != cols.shape or rows.ndim != 1:
+    if given_rows.shape != given_cols.shape or given_rows.ndim != 1:
         raise ValueError(f"pattern= must be {expected}: two 1-D sequences of the same length")
-    if rows.size and not (
-        np.issubdtype(rows.dtype, np.integer) and np.issubdtype(cols.dtype, np.integer)
+    if given_rows.size and not (
+        np.issubdtype(given_rows.dtype, np.integer) and np.issubdtype(given_cols.dtype, np.integer)
     ):
         raise ValueError(f"pattern= must be {expected}: the indices are not integers")
-    rows, cols = torch.as_tensor(rows, dtype=torch.int64), torch.as_tensor(cols, dtype=torch.int64)
+    rows = torch.as_tensor(given_rows, dtype=torch.int64)
+    cols = torch.as_tensor(given_cols, dtype=torch.int64)
     inside = (rows >= 0) & (rows < shape[0]) & (cols >= 0) & (cols < shape[1])
     if not bool(inside.all()):
         raise ValueError(f"pattern index pairs fall outside the Jacobian's shape {shape}")

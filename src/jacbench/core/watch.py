@@ -256,9 +256,10 @@ class _Walker:
         elif isinstance(obj, functools.partial):
             self.each((obj.func, obj.args, obj.keywords), depth)
         elif type(obj).__module__ == "numpy" and hasattr(obj, "shape"):
-            if obj.size > MAX_ARRAY:
-                raise TooMuchToWatch(f"f reads a numpy array of {obj.size} elements")
-            self.add(_Array(obj), obj.size)
+            array: Any = obj  # an array or a scalar (numpy is imported only where compared)
+            if array.size > MAX_ARRAY:
+                raise TooMuchToWatch(f"f reads a numpy array of {array.size} elements")
+            self.add(_Array(array), array.size)
         elif isinstance(obj, type):
             self.cls(obj, depth)
         elif isinstance(obj, nn.Module) or not _fixed(type(obj)):

@@ -40,7 +40,7 @@ def _winners(cells: list[grid.Cell]) -> list[str]:
 def answer(rows: pd.DataFrame) -> str:
     normalised, _ = normalise(rows)
     axes, cells = grid.cells(normalised)
-    if not cells:
+    if axes is None or not cells:  # no axes: no cells either
         return "map: no cells with two numeric axes were recorded."
     names = sorted({c.winner for c in cells if c.winner} | {t for c in cells for t in c.tied})
     lines = [

@@ -95,6 +95,12 @@ class BundleAdjustment(nn.Module):
     camera, point and feature (``n``, ``m``, ``p``: generated with the same rule)."""
 
     accepts_batch = False
+    # buffers (register_buffer), declared for the type checker
+    camera: torch.Tensor
+    point: torch.Tensor
+    feature: torch.Tensor
+    obs_cam: torch.Tensor
+    obs_point: torch.Tensor
 
     def __init__(
         self,

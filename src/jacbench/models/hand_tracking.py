@@ -107,6 +107,15 @@ class HandTracking(nn.Module):
     """HT residuals of an ADBench hand file (``file``) of the ``variant`` folder."""
 
     accepts_batch = False
+    # buffers (register_buffer), declared for the type checker
+    base_relatives: torch.Tensor
+    inverse_base_absolutes: torch.Tensor
+    rest: torch.Tensor
+    weights: torch.Tensor
+    angle_index: torch.Tensor
+    points: torch.Tensor
+    corners: torch.Tensor
+    start: torch.Tensor
 
     def __init__(self, variant: str = "simple", file: str = "hand1_t26_c100.txt") -> None:
         super().__init__()

@@ -39,6 +39,7 @@ class MseSum(nn.Module):
     one output, so the Jacobian is the gradient, ((x + 1) / 2 - target)."""
 
     accepts_batch = True
+    target: torch.Tensor  # a buffer (register_buffer), declared for the type checker
 
     def __init__(self, shape: tuple[int, int] = (140, 120)) -> None:
         super().__init__()
@@ -61,6 +62,8 @@ class Residual(nn.Module):
     """Levenberg-Marquardt residuals (seed 004): a small MLP on fixed samples minus fixed
     targets. With wrt=params the Jacobian is d(residuals)/d(parameters): for 3-10-4 on 144
     samples, N = 84 parameters and M = 576 residuals."""
+
+    targets: torch.Tensor  # a buffer (register_buffer), declared for the type checker
 
     def __init__(
         self,

@@ -24,6 +24,8 @@ def wrapped_prose(text: str, width: int = 100) -> str:
         if len(line) <= width or re.search(r"\S {2,}\S", line):
             out.append(line)
             continue
-        lead = re.match(r"\s*(- )?", line).group(0)  # a bullet's text indents under it
+        bullet = re.match(r"\s*(- )?", line)
+        assert bullet is not None, "the pattern matches every line, if only with ''"
+        lead = bullet.group(0)  # a bullet's text indents under it
         out.append(textwrap.fill(line, width, subsequent_indent=" " * len(lead)))
     return "\n".join(out)

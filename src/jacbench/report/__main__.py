@@ -70,7 +70,8 @@ def main(argv: list[str] | None = None) -> int:
         print(f"written: {path}, {path.with_suffix('.html')}")
         return 0
     if args.compare:
-        path, verdict = compare_report(*args.compare, args.out)
+        before, after = args.compare
+        path, verdict = compare_report(before, after, args.out)
         print(verdict)
         print(f"written: {path} and {path.with_suffix('.html')}")
         return 0

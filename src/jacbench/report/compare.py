@@ -69,7 +69,8 @@ def judge(pair: pd.Series) -> tuple[str, float | None, str, str, str]:
     basis = _basis(pair)
     sides = {side: _side(pair, side) for side in ("before", "after")}
     before, after = (interval_of(row, side, basis) for side, row in sides.items())
-    texts = [iv.text() if iv else NO_INTERVAL for iv in (before, after)]
+    before_text, after_text = (iv.text() if iv else NO_INTERVAL for iv in (before, after))
+    texts = (before_text, after_text)
     if before is None or after is None:
         return "unknown (no interval)", None, basis.name.lower(), *texts
     ratio = after.median / before.median
@@ -166,8 +167,8 @@ def compare_report(before_dir: Path, after_dir: Path, out: Path) -> tuple[Path, 
 def _conditions(pair: pd.Series, side: str) -> str:
     """How a side was timed: its number of blocks and its CPU/wall (contention)."""
     blocks, cpu = pair.get(f"n_blocks_{side}"), pair.get(f"cpu_wall_ratio_{side}")
-    text = "n=" + ("-" if not _has(blocks) else str(int(blocks)))  # type: ignore[call-overload]
-    return text + (f", CPU/wall {float(cpu):.2f}" if _has(cpu) else "")  # type: ignore[arg-type]
+    text = "n=" + ("-" if not _has(blocks) else str(int(blocks)))
+    return text + (f", CPU/wall {float(cpu):.2f}" if _has(cpu) else "")
 
 
 def _sort_key(ratios: pd.Series) -> pd.Series:

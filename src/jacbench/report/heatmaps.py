@@ -6,10 +6,12 @@ from __future__ import annotations
 
 import math
 import textwrap
+from typing import TYPE_CHECKING
 
 import matplotlib.pyplot as plt
 import numpy as np
 from matplotlib import colors
+from matplotlib.artist import Artist
 from matplotlib.figure import Figure
 from matplotlib.lines import Line2D
 from matplotlib.patches import Patch, Rectangle
@@ -17,6 +19,9 @@ from matplotlib.ticker import FuncFormatter, NullFormatter
 
 from jacbench.report.grid import REGRET_BOUND, Cell, axis_name
 from jacbench.report.plots import FONT, MAX_WIDTH_IN, SMALL, figure_legend, finish
+
+if TYPE_CHECKING:
+    from matplotlib.typing import ColorType
 
 PANEL_IN = (4.6, 3.9)  # one family's panel, with its colour bar or labels
 COLUMNS = 2  # panels side by side: two at 9.2 in fit the report's width
@@ -95,7 +100,7 @@ def _diagonal_entry() -> Line2D:
     return Line2D([], [], color="black", lw=1.2, ls="--", label="M = N")
 
 
-def _text(ax, i: int, j: int, text: str, fill: object = "white", **style) -> None:
+def _text(ax, i: int, j: int, text: str, fill: ColorType = "white", **style) -> None:
     """``text`` at the cell's centre on a patch of ``fill`` (the cell's colour: the M = N
     line passes under it), black or white, whichever reads on ``fill``."""
     r, g, b, _ = colors.to_rgba(fill)
@@ -128,9 +133,10 @@ def winners(axes: tuple[str, str], cells: list[Cell]) -> Figure | None:
     names = sorted({c.winner for c in cells if c.winner} | {t for c in cells for t in c.tied})
     if not names:
         return None
-    palette = plt.get_cmap("tab20").colors
-    colour = {name: palette[i % len(palette)] for i, name in enumerate(names)}
+    palette = plt.get_cmap("tab20")  # 20 listed colours: colour i is palette(i)
+    colour = {name: palette(i % palette.N) for i, name in enumerate(names)}
     fig, axs = _panels(list(families))
+    fill: ColorType  # a strategy's listed colour (RGBA), or a named one
     for ax, (family, found) in zip(axs, families.items(), strict=True):
         xs, ys = _grid(found)
         for c in found:
@@ -147,7 +153,7 @@ def winners(axes: tuple[str, str], cells: list[Cell]) -> Figure | None:
             _text(ax, i, j, label)
         _frame(ax, family, xs, ys, axes)
         _diagonal(ax, xs, ys)
-    handles = [Patch(facecolor=colour[n], label=f"{short(n)} = {n}") for n in names]
+    handles: list[Artist] = [Patch(facecolor=colour[n], label=f"{short(n)} = {n}") for n in names]
     handles.append(Patch(facecolor=TIE_COLOR, hatch="//", label="tied: no settled winner"))
     handles.append(_diagonal_entry())
     figure_legend(fig, handles, ncols=max(1, int(fig.get_figwidth() / LEGEND_ENTRY_IN)))
@@ -180,7 +186,8 @@ def _colour_panels(
                 _text(ax, i, j, "-")
                 continue
             weight = "bold" if mark(c) else "normal"
-            _text(ax, i, j, text(c), fill=mapper.to_rgba(v), fontweight=weight)
+            r, g, b, a = mapper.to_rgba(v)  # one value's colour: four floats
+            _text(ax, i, j, text(c), fill=(r, g, b, a), fontweight=weight)
             if mark(c):
                 ax.add_patch(Rectangle((i - 0.45, j - 0.45), 0.9, 0.9, fill=False, lw=2, ec="k"))
         _frame(ax, family, xs, ys, axes)

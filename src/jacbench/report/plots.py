@@ -11,6 +11,7 @@ from __future__ import annotations
 import json
 import math
 import textwrap
+from typing import Any
 
 import matplotlib
 
@@ -19,6 +20,9 @@ matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
 import numpy as np  # noqa: E402
 import pandas as pd  # noqa: E402
+from matplotlib.axes import Axes  # noqa: E402
+from matplotlib.axis import Axis  # noqa: E402
+from matplotlib.backends.backend_agg import FigureCanvasAgg, RendererAgg  # noqa: E402
 from matplotlib.figure import Figure  # noqa: E402
 from matplotlib.lines import Line2D  # noqa: E402
 from matplotlib.text import Text  # noqa: E402
@@ -26,6 +30,7 @@ from matplotlib.ticker import (  # noqa: E402
     FixedLocator,
     Formatter,
     FuncFormatter,
+    Locator,
     LogLocator,
     MaxNLocator,
     NullFormatter,
@@ -44,7 +49,7 @@ CSS_PX_PER_IN = 96  # a browser's px per inch: shown at this scale, a point is a
 MAX_WIDTH_IN = 11.0  # the widest figure: 1056 px, inside report.html's PAGE_PX
 DPI = 200  # of the saved PNG: sharp on high-density screens at the shown size
 ZERO_ERR = 1e-2  # err_eps of exactly 0 drawn here on a log axis
-KIND_COLORS = {
+KIND_COLORS: dict[str, str] = {  # Kind is a str: looked up by kind or its text
     Kind.EXACT: "tab:blue",
     Kind.APPROXIMATE: "tab:orange",
     Kind.NEGATIVE_CONTROL: "tab:red",
@@ -56,7 +61,13 @@ MAX_PROBLEM_PANELS = 20  # figures with a panel per problem: drawn up to this ma
 # machine epsilon per dtype name: the err_eps unit, for the tolerance lines (no torch here)
 DTYPE_EPS = {"float64": 2.0**-52, "float32": 2.0**-23, "float16": 2.0**-10, "bfloat16": 2.0**-7}
 TOLERANCE_STYLES = ("--", ":", "-.", (0, (5, 2, 1, 2)))
-PICK_STYLE = {"marker": "*", "s": 380, "color": "gold", "edgecolors": "black", "zorder": 1.5}
+PICK_STYLE: dict[str, Any] = {
+    "marker": "*",
+    "s": 380,
+    "color": "gold",
+    "edgecolors": "black",
+    "zorder": 1.5,
+}
 SPY_MAX_DENSITY = 0.6  # above it a spy plot is mostly ink: it says no more than its density
 assert MAX_WIDTH_IN * CSS_PX_PER_IN <= PAGE_PX
 
@@ -125,7 +136,7 @@ class _Blank(Formatter):
         return self.inner.get_offset()
 
 
-def _tick_labels(ax) -> list[tuple[object, float, bool, Text]]:
+def _tick_labels(ax) -> list[tuple[Axis, float, bool, Text]]:
     """The tick labels drawn now: (axis, tick value, major, label)."""
     found = []
     for axis in (ax.xaxis, ax.yaxis):
@@ -169,7 +180,11 @@ def _enough_log_ticks(fig: Figure) -> None:
             if axis.get_scale() != "log":
                 continue
             low, high = sorted(axis.get_view_interval())
-            tries = (LogLocator(), LogLocator(subs=tuple(range(1, 10))), None)
+            tries: tuple[Locator | None, ...] = (
+                LogLocator(),
+                LogLocator(subs=tuple(range(1, 10))),
+                None,
+            )
             for locator in tries:
                 inside = [v for v in axis.get_majorticklocs() if low <= v <= high]
                 if len(inside) >= 3:
@@ -190,19 +205,20 @@ def finish(fig: Figure) -> Figure:
     fig.set_layout_engine("none")  # what is measured below is what is saved
     for ax in fig.axes:
         for axis in (ax.xaxis, ax.yaxis):
-            axis.set_major_locator(FixedLocator(axis.get_majorticklocs()))
-            axis.set_minor_locator(FixedLocator(axis.get_minorticklocs()))
+            axis.set_major_locator(FixedLocator(axis.get_majorticklocs().tolist()))
+            axis.set_minor_locator(FixedLocator(axis.get_minorticklocs().tolist()))
     fig.draw_without_rendering()
-    renderer = fig.canvas.get_renderer()
+    renderer = _renderer(fig)
     ticks = [entry for ax in fig.axes for entry in _tick_labels(ax)]
     tick_ids = {id(label) for *_, label in ticks}
     kept = [t.get_window_extent(renderer) for t in drawn_texts(fig) if id(t) not in tick_ids]
     hidden: dict[tuple[int, bool], set[float]] = {}
-    for axis, value, major, label in sorted(ticks, key=_tick_priority):
-        gap = 0.3 * label.get_fontsize() * fig.dpi / 72  # a space between neighbours
+    for owner, value, major, label in sorted(ticks, key=_tick_priority):
+        points = label.get_fontproperties().get_size_in_points()
+        gap = 0.3 * points * fig.dpi / 72  # a space between neighbours
         box = label.get_window_extent(renderer).padded(gap / 2, 0)
         if any(box.overlaps(other) for other in kept):
-            hidden.setdefault((id(axis), major), set()).add(value)
+            hidden.setdefault((id(owner), major), set()).add(value)
         else:
             kept.append(box)
     for ax in fig.axes:
@@ -214,6 +230,14 @@ def finish(fig: Figure) -> Figure:
                 elif values:
                     axis.set_minor_formatter(_Blank(axis.get_minor_formatter(), values))
     return fig
+
+
+def _renderer(fig: Figure) -> RendererAgg:
+    """The renderer a figure was laid out with: Agg's (``matplotlib.use("Agg")`` above)."""
+    canvas = fig.canvas
+    if not isinstance(canvas, FigureCanvasAgg):
+        raise TypeError(f"jacbench draws its figures with Agg, not {type(canvas).__name__}")
+    return canvas.get_renderer()
 
 
 def _tick_priority(entry) -> tuple[bool, bool, float]:
@@ -261,7 +285,11 @@ def _tolerances(rows: pd.DataFrame) -> dict[tuple[str, float], str]:
     }
 
 
-KIND_TOLERANCE_STYLES = {Kind.EXACT: "--", Kind.APPROXIMATE: ":", Kind.NEGATIVE_CONTROL: "-."}
+KIND_TOLERANCE_STYLES: dict[str, str] = {
+    Kind.EXACT: "--",
+    Kind.APPROXIMATE: ":",
+    Kind.NEGATIVE_CONTROL: "-.",
+}
 
 
 def _tolerance_lines(ax, rows: pd.DataFrame, vertical: bool = False) -> list[Line2D]:
@@ -269,14 +297,16 @@ def _tolerance_lines(ax, rows: pd.DataFrame, vertical: bool = False) -> list[Lin
     tolerances in several dtypes told apart); returns their legend entries."""
     found = sorted(_tolerances(rows).items())
     firsts = {kind: (kind, value) for (kind, value), _ in reversed(found)}  # each kind's first
-    dashes = {key: KIND_TOLERANCE_STYLES.get(kind, "-.") for kind, key in firsts.items()}
+    dashes: dict[tuple[str, float], object] = {
+        key: KIND_TOLERANCE_STYLES.get(kind, "-.") for kind, key in firsts.items()
+    }
     for key, _ in found:  # the same kind in another dtype: a style no other line has
         if key not in dashes:
             used = set(dashes.values())
             dashes[key] = next((d for d in TOLERANCE_STYLES if d not in used), "-.")
     entries = []
     for (kind, value), who in found:
-        style = {"ls": dashes[(kind, value)], "lw": 1.2, "color": "0.3"}
+        style: dict[str, Any] = {"ls": dashes[(kind, value)], "lw": 1.2, "color": "0.3"}
         (ax.axvline if vertical else ax.axhline)(value, label="_tolerance", **style)
         entries.append(Line2D([], [], label=f"tolerance, {who}: err_eps {value:g}", **style))
     return entries
@@ -555,7 +585,7 @@ def speed_vs_accuracy(
         log_axis(ax, "y", f"err_eps{zero}")
     figure_legend(fig, handles)
     finish(fig)  # the layout and limits final where the names will be
-    renderer = fig.canvas.get_renderer()
+    renderer = _renderer(fig)
     for ax, (title, ok) in zip(axes[:, 0], panels, strict=True):
         names = [
             _wrap(label + (" (pick)" if label == picks.get(title) else ""), POINT_NAME_WIDTH)
@@ -580,7 +610,7 @@ def _eps(options: str) -> float | None:
     return float(value) if value is not None else None
 
 
-def _curves_figure(xlabel: str, ylabel: str) -> tuple[Figure, object]:
+def _curves_figure(xlabel: str, ylabel: str) -> tuple[Figure, Axes]:
     fig, ax = plt.subplots(figsize=(8, 5.5), layout="constrained")
     _style(ax)
     log_axis(ax, "x", xlabel)
@@ -614,7 +644,7 @@ def fd_error_vs_eps(rows: pd.DataFrame) -> Figure | None:
 
 
 def _relative_tolerances(curves) -> list[tuple[str, float]]:
-    found = {}
+    found: dict[str, float] = {}
     for (_, _, dtype), group in curves:
         tol = pd.to_numeric(group["tolerance"], errors="coerce").dropna()
         if len(tol) and tol.min() > 0:

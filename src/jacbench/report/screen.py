@@ -41,7 +41,7 @@ def untimed(row: pd.Series) -> bool:
 
 def _number(value: object) -> float:
     try:
-        return float(value)  # type: ignore[arg-type]
+        return float(value)  # type: ignore[arg-type]  # any cell: what float() refuses is caught
     except (TypeError, ValueError):
         return math.nan
 

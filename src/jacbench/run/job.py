@@ -61,6 +61,7 @@ class JobSpec:
 
 
 def _container(node: Any) -> dict[str, Any]:
+    # a DictConfig's container is a dict; OmegaConf's stub returns any container
     return OmegaConf.to_container(node, resolve=True)  # type: ignore[return-value]
 
 

@@ -47,9 +47,10 @@ def steps(x: torch.Tensor, eps: float) -> torch.Tensor:
     return (x + h) - x
 
 
-def step_size(problem: Problem, opts: FdOptions, central: bool) -> float:
-    """The relative step to use, refused where the dtype cannot represent x + h."""
-    eps = opts.eps if opts.eps is not None else default_eps(problem.dtype, central)
+def step_size(problem: Problem, eps: float | None, central: bool) -> float:
+    """The relative step to use (``eps`` of the options; None: the dtype's default), refused
+    where the dtype cannot represent x + h."""
+    eps = eps if eps is not None else default_eps(problem.dtype, central)
     vanished = int((steps(problem.x, eps) == 0).sum())
     if vanished:
         raise StrategySkip(
@@ -60,7 +61,7 @@ def step_size(problem: Problem, opts: FdOptions, central: bool) -> float:
 
 
 def _prepare(problem: Problem, opts: FdOptions, central: bool):
-    eps = step_size(problem, opts, central)
+    eps = step_size(problem, opts.eps, central)
     B, N, M = problem.batch, problem.n_in, problem.n_out
     chunk = max(1, CHUNK_ELEMENTS // (B * N * (2 if central else 1)))
 
@@ -80,7 +81,7 @@ def _prepare(problem: Problem, opts: FdOptions, central: bool):
                 if central:
                     points[1, rows, :, js] -= hk
                 values = problem.f_many(points.reshape(-1, N)).reshape(copies, k, B, M)
-                if central:
+                if base is None:  # central: the second copy stepped back
                     columns.append((values[0] - values[1]) / (2 * hk.unsqueeze(-1)))
                 else:
                     columns.append((values[0] - base) / hk.unsqueeze(-1))
@@ -100,7 +101,7 @@ def fd_forward(problem: Problem, opts: FdOptions):
 def fd_forward_loop(problem: Problem, opts: FdOptions):
     """Forward differences one input at a time, a forward pass each: the hand-written loop
     that seed 004's thread compares autograd with."""
-    eps = step_size(problem, opts, central=False)
+    eps = step_size(problem, opts.eps, central=False)
     f = problem.f
 
     def jac(x: torch.Tensor) -> torch.Tensor:

@@ -243,7 +243,7 @@ def sparse_jacrev(problem: Problem, opts: SparseOptions):
     f = problem.f
 
     def compressed(x: torch.Tensor) -> torch.Tensor:  # (n_colors, N) = seed @ J
-        _, pullback = torch.func.vjp(f, x)
+        _, pullback = torch.func.vjp(f, x)  # type: ignore[misc]  # stub: or has_aux's triple
         return torch.func.vmap(pullback)(seed)[0]
 
     values = _read_back(compressed, problem, opts, entry_colors * problem.n_in + pattern.cols)
@@ -254,7 +254,7 @@ def sparse_jacrev(problem: Problem, opts: SparseOptions):
 def sparse_fd(problem: Problem, opts: SparseFdOptions):
     """Forward differences along the column colours (Curtis-Powell-Reid): n_colors + 1
     evaluations in batched passes."""
-    eps = step_size(problem, opts, central=False)
+    eps = step_size(problem, opts.eps, central=False)
     pattern, colors, seed, assemble, info = _setup(problem, opts, by_rows=False)
     entry_colors = colors[pattern.cols]
     B, N, M, C = problem.batch, problem.n_in, problem.n_out, int(seed.shape[0])

@@ -132,7 +132,7 @@ def time_steady_state(prep: Prepared, x: torch.Tensor, timing: TimingConfig) -> 
     if timing.min_run_time >= LONG_TIMING_S:
         log.info("timing for at least %g s (Ctrl-C stops the job)", timing.min_run_time)
     m = timer.adaptive_autorange(
-        callback=check_interrupt,
+        callback=check_interrupt,  # type: ignore[arg-type]  # torch's stub: returns NoReturn
         min_run_time=timing.min_run_time,
         max_run_time=MAX_RUN_FACTOR * timing.min_run_time,
     )
@@ -241,13 +241,16 @@ def peak_memory(jac: Callable[[], torch.Tensor], device: torch.device) -> int:
         with _quiet_stderr():
             prof.stop()
     del out
+    results = prof.profiler.kineto_results if prof.profiler is not None else None
+    if results is None:
+        raise RuntimeError("torch.profiler recorded no results: the peak memory is unknown")
     events = [
         e
-        for e in prof.profiler.kineto_results.events()
+        for e in results.events()
         if e.name() == "[memory]" and e.device_type() == torch.autograd.DeviceType.CPU
     ]
     level = peak = 0
     for e in sorted(events, key=lambda e: e.start_ns()):
-        level += e.nbytes()
+        level += e.nbytes()  # type: ignore[attr-defined]  # torch's stub of _KinetoEvent lacks it
         peak = max(peak, level)
     return int(peak)

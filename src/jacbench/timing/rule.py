@@ -95,7 +95,7 @@ def time_unit(seconds: float) -> tuple[str, float]:
 
 def _number(value: object) -> float | None:
     try:
-        number = float(value)  # type: ignore[arg-type]
+        number = float(value)  # type: ignore[arg-type]  # any cell: what float() refuses is caught
     except (TypeError, ValueError):
         return None
     return number if math.isfinite(number) else None
@@ -171,6 +171,7 @@ def settled_ratio(a: Mapping[str, object], b: Mapping[str, object]) -> float | N
     no ratio is ever quoted from a tie, a contended loser or a time without a spread."""
     if not verdict(a, b).decided:
         return None
+    # a decided verdict read both medians as numbers
     return float(a["time_median_s"]) / float(b["time_median_s"])  # type: ignore[arg-type]
 
 

@@ -87,7 +87,7 @@ def open_sweep(config: DictConfig, jobs: int) -> SweepState:
             )
             state.give_up_tracking(why)
     state.save()
-    if state.parent_run_id:
+    if state.parent_run_id and state.tracking is not None:  # a parent run needs tracking
         close_left_open_quietly(Tracking(**state.tracking), state.parent_run_id, console)
     tell_jobs(config, state.sweep_id)
     console.print(
