@@ -295,27 +295,6 @@ def test_side_by_side_interleaves_and_keeps_every_block():
     assert all(interval_of(t.__dict__, n) is not None for n, t in timings.items())
 
 
-def test_the_top_two_of_a_problem_are_retimed_together_and_auto_is_not_its_own_rival():
-    from helpers.cli import compose_job
-    from jacbench.core.registry import load_registry
-    from jacbench.run.runner import execute
-    from jacbench.run.side_by_side import retime_top
-
-    registry = load_registry()
-    results = [
-        execute(compose_job(f"strategy={name}", "timing=quick", "timing.memory=false"), registry)
-        for name in ("jacrev", "jacfwd", "fd_forward")
-    ]
-    rows = pd.DataFrame([r.__dict__ for r in results])
-    rows.loc[2, "strategy"] = "auto"  # an auto row that chose jacrev is left out
-    rows.loc[2, "chosen_strategy"] = "jacrev"
-    retimed, lines = retime_top(rows, registry)
-    assert list(retimed["timed_side_by_side"]) == [True, True, False]
-    assert (retimed.loc[:1, "n_blocks"] == 2 * MIN_BLOCKS).all()
-    assert len(lines) == 1 and "re-timed side by side (12 interleaved blocks each)" in lines[0]
-    assert "jacrev" in lines[0] and "jacfwd" in lines[0] and "fd_forward" not in lines[0]
-
-
 def test_an_approximate_pick_over_a_contended_exact_one_is_not_settled():
     """Issue 42: "9.13x slower ... settled so" was printed for an approximate-vs-exact choice
     whose losing exact strategy had CPU/wall 0.32-0.54: the exact-first choice asks the whole

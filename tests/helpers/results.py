@@ -58,6 +58,12 @@ def make_result(**changes) -> Result:
         git_commit="",
         job_id="0123456789abcdef",
         started_at=datetime(2026, 1, 2, 3, 4, 5, tzinfo=timezone.utc),
+        round="first",
+        pair_id="",
+        jacbench_version="",
+        code_digest="",
+        hostname="",
+        cpu_model="",
     )
     base.update(changes)
     median = base["time_median_s"]
