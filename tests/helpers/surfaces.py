@@ -177,3 +177,40 @@ class Surfaces:
             picks.append(best[1])
         if len(picks) == len(said):
             assert parent.data.tags["recommended_strategy"] == ", ".join(dict.fromkeys(picks))
+        self._answers_say_the_same(parent, said)
+
+    def _answers_say_the_same(self, parent, said: list[str]) -> None:
+        """The answer in metrics: on the parent (one problem) or on one answer run per
+        problem under it, the settled winner's figures those of its newest ok row."""
+        from helpers.tracking import answer_runs
+
+        runs = [
+            r
+            for r in answer_runs(self.tracking_uri)
+            if r.data.tags["mlflow.parentRunId"] == parent.info.run_id
+        ]
+        labelled, _ = normalise(self.rows)
+        newest = {title: latest_ok(group) for title, group in problems(labelled)}
+        assert len(runs) == (0 if len(said) == 1 else len(said))
+        for sentence in said:
+            problem = sentence.split(": ", 1)[0]
+            if len(said) == 1:
+                metrics = parent.data.metrics
+            else:
+                (run,) = [r for r in runs if r.info.run_name.endswith(": " + problem)]
+                metrics = run.data.metrics
+            best = re.search(r": use (\S+) \(", sentence)
+            if best is None or "no settled winner" in sentence:
+                assert metrics["settled"] == 0 and "time_median_ms" not in metrics, sentence
+                continue
+            if len(said) > 1:
+                assert run.data.tags["recommended_strategy"] == best[1]
+            row = newest[problem]
+            row = row[row["label"] == best[1]].iloc[0]
+            assert metrics["settled"] == 1, sentence
+            for metric, column in (
+                ("time_median_ms", "time_median_s"),
+                ("time_ci_low_ms", "time_ci_low_s"),
+                ("time_ci_high_ms", "time_ci_high_s"),
+            ):
+                assert metrics[metric] == significant(row[column] * 1e3), (problem, metric)

@@ -27,16 +27,30 @@ def half_made_db(path: Path) -> None:
     os.replace(made, path)
 
 
-def mlflow_runs(tracking_uri: str) -> tuple[list, list]:
-    """(sweep parent runs, job runs) of the jacbench experiment, read back through MLflow."""
+def _runs(tracking_uri: str) -> list:
     from mlflow.tracking import MlflowClient
 
     client = MlflowClient(tracking_uri=tracking_uri)
     experiment = client.get_experiment_by_name("jacbench")
-    runs = client.search_runs([experiment.experiment_id], max_results=1000)
+    return client.search_runs([experiment.experiment_id], max_results=1000)
+
+
+def mlflow_runs(tracking_uri: str) -> tuple[list, list]:
+    """(sweep parent runs, job runs) of the jacbench experiment, read back through MLflow
+    (a sweep's answer runs, one per problem, are not jobs: ``answer_runs``)."""
+    runs = _runs(tracking_uri)
     parents = [r for r in runs if r.data.tags.get("jacbench.role") == "sweep"]
-    children = [r for r in runs if "mlflow.parentRunId" in r.data.tags]
+    children = [
+        r
+        for r in runs
+        if "mlflow.parentRunId" in r.data.tags and r.data.tags.get("jacbench.role") != "answer"
+    ]
     return parents, children
+
+
+def answer_runs(tracking_uri: str) -> list:
+    """The answer runs (one per problem of a sweep of several) under the sweeps' runs."""
+    return [r for r in _runs(tracking_uri) if r.data.tags.get("jacbench.role") == "answer"]
 
 
 @functools.cache

@@ -24,10 +24,14 @@ from jacbench.record.mlflow_view import (
     CHARTS_KEY,
     CHARTS_NAME,
     IMAGE_KEY,
+    LOG_ERROR,
+    LOG_TIME,
     TAG_PREFIX,
     VIEW_KEY,
     VIEW_NAME,
     VIEWS,
+    chart_section,
+    charts_state,
     current,
     view_tag,
 )
@@ -233,8 +237,11 @@ SHORT_DTYPES = {"float16": "f16", "bfloat16": "bf16", "float32": "f32", "float64
 
 
 def metrics_of(result: Result) -> dict[str, float]:
-    """The measurements of ``result`` as MLflow metrics (absent ones left out), plus
-    ``log10_rel_err`` so that sorting and charts compare errors across decades."""
+    """The measurements of ``result`` as MLflow metrics (absent ones left out), plus log10
+    forms for the charts (``mlflow_view``: MLflow draws linear axes only): ``log10_rel_err``,
+    ``log10_time_us`` and ``log10_err_eps`` (bars that grow with the time and the error),
+    and the time again under its problem's key (``<problem>/log10_time_us``: a chart
+    section per problem)."""
     metrics = {
         name: float(getattr(result, column)) * scale
         for name, column, scale in METRICS
@@ -242,6 +249,14 @@ def metrics_of(result: Result) -> dict[str, float]:
     }
     if result.rel_err is not None and result.rel_err > 0:
         metrics["log10_rel_err"] = math.log10(result.rel_err)
+    if result.err_eps is not None and math.isfinite(result.err_eps):
+        metrics[LOG_ERROR] = math.log10(max(result.err_eps, 1.0))
+    if result.time_median_s is not None and result.time_median_s > 0:
+        metrics[LOG_TIME] = math.log10(result.time_median_s * 1e6)
+        section = chart_section(
+            result.model, result.n_in, result.n_out, result.dtype, result.device, result.batch
+        )
+        metrics[f"{section}/{LOG_TIME}"] = metrics[LOG_TIME]
     return {name: significant(value) for name, value in metrics.items()}
 
 
@@ -436,6 +451,18 @@ def view_url(base: str, experiment_id: str, run_id: str = "", view: str = VIEW_K
     return f"{base}/#/experiments/{experiment_id}/runs?{LAYOUT}&viewStateShareKey={view}{mode}"
 
 
+def artifact_hrefs(tracking: Tracking, run_id: str, paths: list[str]) -> dict[str, str]:
+    """Each of ``paths`` (files of run ``run_id``) as its link within the UI (root-relative)
+    in MLflow's artifact viewer, e.g. the report a sweep's description opens; {} where
+    tracking does not answer (the description then has no links)."""
+    try:
+        experiment = connect(tracking).client.get_run(run_id).info.experiment_id
+    except Exception:
+        return {}
+    base = f"/#/experiments/{experiment}/runs/{run_id}/artifacts"
+    return {path: f"{base}/{path}?{LAYOUT}" for path in paths}
+
+
 def ui_hint(tracking: Tracking, run_id: str) -> str:
     """Where to look in the MLflow UI: the results table and the charts in jacbench's views,
     and ``run_id``'s page (a local store needs ``mlflow ui`` first). One URL a line, so
@@ -503,6 +530,10 @@ class ParentOutcome:
     failed: bool = False
     reason: str = ""  # why the sweep itself failed (e.g. its summary could not be written)
     killed: bool = False  # stopped by Ctrl-C, SIGTERM or SIGHUP: MLflow's KILLED
+    # where the sweep has several problems: one run per problem, its answer as metrics in
+    # the jobs' columns ({"name", "metrics", "tags"}, from report.overview)
+    answers: list[dict] = field(default_factory=list)
+    sections: list[str] = field(default_factory=list)  # the charts' problems (chart_section)
 
     @property
     def ended(self) -> RunEnd:
@@ -515,6 +546,7 @@ class ParentOutcome:
             {
                 **{f: getattr(self, f) for f in ("metrics", "description", "tags")},
                 **{f: getattr(self, f) for f in ("failed", "reason", "killed")},
+                **{f: getattr(self, f) for f in ("answers", "sections")},
                 "table": table,
                 "artifacts": [str(p) for p in self.artifacts],
                 "images": {k: str(p) for k, p in self.images.items()},
@@ -526,6 +558,8 @@ class ParentOutcome:
     @classmethod
     def from_json(cls, text: str) -> ParentOutcome:
         data = json.loads(text)
+        data.setdefault("answers", [])  # kept by an earlier jacbench
+        data.setdefault("sections", [])
         data["artifacts"] = [Path(p) for p in data["artifacts"]]
         for name in ("images", "job_images"):
             data[name] = {k: Path(p) for k, p in data[name].items()}
@@ -563,6 +597,29 @@ def _log_images(store: Store, parent_id: str, outcome: ParentOutcome) -> list[st
     return left_out
 
 
+def _log_answers(store: Store, parent_id: str, outcome: ParentOutcome) -> list[str]:
+    """One run per problem under the sweep's run, its answer as metrics in the jobs' columns
+    (created last, so the runs table lists them first), and the charts' view of this sweep
+    (its jobs, a section per problem); returns what could not be logged."""
+    left_out = []
+    for answer in outcome.answers:
+        try:
+            tags = {"mlflow.parentRunId": parent_id, "jacbench.role": "answer", **answer["tags"]}
+            answer_id = _create_run(store, capped(answer["name"]), tags)
+            metrics = {k: significant(v) for k, v in answer["metrics"].items()}
+            _log_and_close(store, answer_id, metrics, {}, {}, RunEnd.FINISHED)
+        except Exception as exc:
+            left_out.append(f"answer run {answer['name']}: {type(exc).__name__}: {exc}")
+    try:
+        experiment = store.client.get_run(parent_id).info.experiment_id
+        state = charts_state(outcome.sections, parent_id)
+        tag = view_tag(CHARTS_KEY, state=state)
+        _retry(lambda: store.client.set_experiment_tag(experiment, TAG_PREFIX + CHARTS_KEY, tag))
+    except Exception as exc:
+        left_out.append(f"the charts' view: {type(exc).__name__}: {exc}")
+    return left_out
+
+
 def finish_parent_run(tracking: Tracking, run_id: str, outcome: ParentOutcome) -> list[str]:
     """Attach the outcome and end the run. Files that cannot be logged (a full disk under
     a local artifact store) do not keep the run open: returns what was left out. Tracking
@@ -586,6 +643,7 @@ def finish_parent_run(tracking: Tracking, run_id: str, outcome: ParentOutcome) -
             _retry(lambda: client.log_table(run_id, outcome.table, "summary_table.json"))
         except Exception as exc:
             left_out.append(f"summary_table.json: {type(exc).__name__}: {exc}")
+    left_out += _log_answers(store, run_id, outcome)
     reason = markdown_safe(outcome.reason)  # an exception's text: user input may be in it
     note = f"**{reason}**\n\n{outcome.description}" if outcome.reason else ""
     tags = {

@@ -11,6 +11,7 @@ from rich.panel import Panel
 from rich.text import Text
 
 from jacbench.record.atomic import write_atomic
+from jacbench.record.markdown import wrapped_prose
 from jacbench.record.text import one_line
 from jacbench.run.inputs import load_analysis
 from jacbench.run.sweep.state import SweepState
@@ -67,7 +68,7 @@ def answer_experiment(
     console.print(Panel(Text(answer), title="answer", expand=False))
     title = f"# Answer: {str(state.analysis).partition(':')[0].rpartition('.')[2]}"
     try:
-        write_atomic(path, f"{title}\n\n```text\n{answer.rstrip()}\n```\n")
+        write_atomic(path, f"{title}\n\n```text\n{wrapped_prose(answer.rstrip())}\n```\n")
     except OSError as exc:  # e.g. a full disk: the answer is on screen and in the parent run
         print(f"jacbench: could not write {path} ({exc.strerror or exc})", file=sys.stderr)
     return answer, answered
