@@ -303,7 +303,7 @@ def test_a_preset_says_the_same_everywhere_and_its_retiming_is_rows(cli, tmp_pat
     assert len(first) == 10 and first["job_num"].tolist() == list(range(10))
     _, children = mlflow_runs(cli.tracking_uri)
     assert len(children) == 14  # every row a child run, the re-timings too
-    assert sum(c.info.run_name.endswith(" side by side") for c in children) == 4
+    assert sum(" side by side " in c.info.run_name for c in children) == 4
     surfaces.assert_one_truth(tmp_path / "again")
     answer = " ".join((sweep_dir / "answer.md").read_text().split())  # prose is wrapped
     assert answer.count("timed side by side (12 interleaved blocks each, job 1") == 2

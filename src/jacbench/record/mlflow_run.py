@@ -291,11 +291,12 @@ def problem_name(result: Result) -> str:
 
 def run_name(result: Result) -> str:
     """Short, the distinguishing part first: the strategy, then dtype, model and device; a
-    preset's re-timing says so (``... side by side``)."""
+    preset's re-timing says so right after the strategy (``auto side by side f32 ...``: the
+    runs table cuts a name at its column's width)."""
     device = "" if result.device == "cpu" else f" {result.device}"
     dtype = SHORT_DTYPES.get(result.dtype, result.dtype)
     retimed = " side by side" if result.round == Round.SIDE_BY_SIDE else ""
-    return capped(f"{result.strategy} {dtype} {result.model}{device}{retimed}")
+    return capped(f"{result.strategy}{retimed} {dtype} {result.model}{device}")
 
 
 MAX_NAME_LEN = 500  # MLflow refuses longer run and dataset names (and then logs no run)
