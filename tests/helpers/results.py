@@ -66,7 +66,7 @@ def make_result(**changes) -> Result:
         started_at=datetime(2026, 1, 2, 3, 4, 5, tzinfo=timezone.utc),
         round="first",
         pair_id="",
-        jacbench_version="0+test",
+        jacbench_version="",
         code_digest="",
         hostname="test-host",
         cpu_model="test CPU",
