@@ -218,6 +218,7 @@ def _runs_expanded(page, found: Findings, recommended: str) -> None:
     _table_text(page)
     _close_assistant(page)
     expander = page.locator(f"[data-component-id*='{EXPANDER}']")
+    _wait_for_count(page, expander)  # the header is drawn before the rows, on a busy machine
     found.expect(expander.count() > 0, "expanded results table: no +/- before the sweep's run")
     if expander.count():
         expander.first.click()
@@ -229,8 +230,10 @@ def _runs_expanded(page, found: Findings, recommended: str) -> None:
         single or bool(answers), "expanded results table: no answer run under the sweep's run"
     )
     cells = page.evaluate(ROWS)
-    timed = [row for row in cells if " answer " in row and re.search(r"\d\.\d+ ", row)]
-    found.expect(single or bool(timed), "expanded results table: the answer runs show no time")
+    # a settled answer quotes its winner's time; one the rule did not settle quotes none
+    settled = [row for row in cells if " answer " in row and "(not settled)" not in row]
+    untimed = [row for row in settled if not re.search(r"\d\.\d+ ", row)]
+    found.expect(not untimed, f"expanded results table: settled answers show no time: {untimed}")
 
 
 def _parent_overview(page, found: Findings, recommended: str) -> None:
@@ -316,6 +319,13 @@ def _wait_for(page, marker: str, timeout: float = 30) -> None:
     """Until MLflow's single-page app has drawn ``marker`` (or ``timeout`` seconds)."""
     deadline = time.monotonic() + timeout
     while marker not in page.inner_text("body") and time.monotonic() < deadline:
+        page.wait_for_timeout(500)
+
+
+def _wait_for_count(page, locator, timeout: float = 30) -> None:
+    """Until ``locator`` finds something (or ``timeout`` seconds)."""
+    deadline = time.monotonic() + timeout
+    while not locator.count() and time.monotonic() < deadline:
         page.wait_for_timeout(500)
 
 

@@ -75,6 +75,7 @@ def test_job_run_logs_only_measurements_as_metrics_in_readable_units(tmp_path: P
     # identifiers are tags, not params compare-runs would offer as axes; the machine is named
     assert tags["config_hash"] == "abc" and "config_hash" not in params
     assert tags["cpu_model"] and "load_avg_1m" in metrics
+    assert tags["round"] == "first" and tags["hostname"] == "test-host"  # what made the row
     # The run spans the job's real start and end, not the moment it was recorded.
     assert run.info.start_time == int(started.timestamp() * 1000)
     assert run.info.end_time - run.info.start_time >= 19_000

@@ -26,7 +26,7 @@ from jacbench.core.errors import ConfigError
 from jacbench.record.mlflow_db import SCRATCH, create_atomically
 from jacbench.record.parquet import (
     QUARANTINE,
-    find_done_result,
+    done_rows,
     read_results,
     result_filename,
     write_result,
@@ -48,7 +48,7 @@ def test_a_truncated_file_blocks_neither_the_job_nor_the_report(tmp_path: Path, 
     other = make_result(config_hash="deadbeef0000")
     bad = tmp_path / result_filename(other)
     bad.write_bytes(good.read_bytes()[:50])  # truncated, named with a job's hash
-    assert find_done_result(tmp_path, "deadbeef0000") is None  # the job runs again
+    assert list(done_rows(tmp_path, "deadbeef0000")) == []  # the job runs again
     assert (tmp_path / QUARANTINE / bad.name).exists() and not bad.exists()  # moved, not deleted
     assert str(bad) in capsys.readouterr().err
     assert len(read_results(tmp_path)) == 1

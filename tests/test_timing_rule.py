@@ -5,21 +5,20 @@ answers, report, recommendation, parent run and compare all follow the rule."""
 from __future__ import annotations
 
 import random
-import statistics
 
 import pandas as pd
 import pytest
 import torch
 from torch.utils import benchmark
 
-from helpers.results import make_result
+from helpers.results import frame, timed_row
 from jacbench.experiments import seed003, seed004
 from jacbench.report.analysis import problem_lines, recommend
 from jacbench.report.build import write_report
 from jacbench.report.compare import compare
 from jacbench.report.display import NOISY, summary_table
 from jacbench.report.overview import overview
-from jacbench.report.problems import normalise, problems
+from jacbench.report.problems import problems
 from jacbench.timing.config import TimingConfig
 from jacbench.timing.measure import spread_warning, time_steady_state
 from jacbench.timing.rule import (
@@ -54,39 +53,6 @@ def test_the_median_interval_covers_the_median_as_often_as_it_says():
             low, high = median_interval(blocks)
             covered += low <= 1.0 <= high
         assert covered / 2000 >= 0.94, n
-
-
-def timed_row(name: str, median_ms: float, spread_ms: float, n: int = 10, **changes) -> dict:
-    """A result row whose interval comes from ``n`` real block times around the median (the
-    timer's own functions compute it), as a recorded row would carry it. ``cpu_ms``: the CPU
-    time per call (default: the wall time, as on an idle machine)."""
-    rng = random.Random(name)
-    blocks = [max(1e-6, (median_ms + rng.uniform(-spread_ms, spread_ms)) / 1e3) for _ in range(n)]
-    cpu_share = changes.pop("cpu_ms", median_ms) / median_ms
-    cpu_blocks = [b * cpu_share for b in blocks]
-    values = {
-        "strategy": name,
-        "time_iqr_s": 2 * spread_ms / 1e3,
-        "n_blocks": n,
-        "config_hash": name,
-        "job_id": f"{abs(hash(name)) % 10**16:016d}",
-    }
-    for basis, times in (("time", blocks), ("cpu", cpu_blocks)):
-        low, high = median_interval(times)
-        values.update(
-            {
-                f"{basis}_median_s": statistics.median(times),
-                f"{basis}_ci_low_s": low,
-                f"{basis}_ci_high_s": high,
-                f"{basis}_blocks_s": times,
-            }
-        )
-    values.update(changes)
-    return make_result(**values).__dict__
-
-
-def frame(*rows: dict) -> pd.DataFrame:
-    return normalise(pd.DataFrame(list(rows)))[0]
 
 
 def test_every_timing_keeps_at_least_min_blocks_even_when_one_call_outlasts_min_run_time():
@@ -293,27 +259,6 @@ def test_side_by_side_interleaves_and_keeps_every_block():
     blocks = order[3:]  # after one calibration call each, one call per block (block_s 0)
     assert blocks[:3] == ["a", "b", "c"] and blocks[3:6] == ["b", "c", "a"]  # rotated
     assert all(interval_of(t.__dict__, n) is not None for n, t in timings.items())
-
-
-def test_the_top_two_of_a_problem_are_retimed_together_and_auto_is_not_its_own_rival():
-    from helpers.cli import compose_job
-    from jacbench.core.registry import load_registry
-    from jacbench.run.runner import execute
-    from jacbench.run.side_by_side import retime_top
-
-    registry = load_registry()
-    results = [
-        execute(compose_job(f"strategy={name}", "timing=quick", "timing.memory=false"), registry)
-        for name in ("jacrev", "jacfwd", "fd_forward")
-    ]
-    rows = pd.DataFrame([r.__dict__ for r in results])
-    rows.loc[2, "strategy"] = "auto"  # an auto row that chose jacrev is left out
-    rows.loc[2, "chosen_strategy"] = "jacrev"
-    retimed, lines = retime_top(rows, registry)
-    assert list(retimed["timed_side_by_side"]) == [True, True, False]
-    assert (retimed.loc[:1, "n_blocks"] == 2 * MIN_BLOCKS).all()
-    assert len(lines) == 1 and "re-timed side by side (12 interleaved blocks each)" in lines[0]
-    assert "jacrev" in lines[0] and "jacfwd" in lines[0] and "fd_forward" not in lines[0]
 
 
 def test_an_approximate_pick_over_a_contended_exact_one_is_not_settled():

@@ -3,9 +3,15 @@
 from __future__ import annotations
 
 import dataclasses
+import random
+import statistics
 from datetime import datetime, timezone
 
+import pandas as pd
+
 from jacbench.record.result import Result
+from jacbench.report.problems import normalise
+from jacbench.timing.rule import median_interval
 
 
 def make_result(**changes) -> Result:
@@ -58,6 +64,12 @@ def make_result(**changes) -> Result:
         git_commit="",
         job_id="0123456789abcdef",
         started_at=datetime(2026, 1, 2, 3, 4, 5, tzinfo=timezone.utc),
+        round="first",
+        pair_id="",
+        jacbench_version="",
+        code_digest="",
+        hostname="test-host",
+        cpu_model="test CPU",
     )
     base.update(changes)
     median = base["time_median_s"]
@@ -68,3 +80,36 @@ def make_result(**changes) -> Result:
         settled = {"n_blocks": 10, "cpu_wall_ratio": 1.0, "load_avg_1m": 0.5}
         base.update({k: v for k, v in settled.items() if k not in changes})
     return Result(**base)
+
+
+def timed_row(name: str, median_ms: float, spread_ms: float, n: int = 10, **changes) -> dict:
+    """A result row whose interval comes from ``n`` real block times around the median (the
+    timer's own functions compute it), as a recorded row would carry it. ``cpu_ms``: the CPU
+    time per call (default: the wall time, as on an idle machine)."""
+    rng = random.Random(name)
+    blocks = [max(1e-6, (median_ms + rng.uniform(-spread_ms, spread_ms)) / 1e3) for _ in range(n)]
+    cpu_share = changes.pop("cpu_ms", median_ms) / median_ms
+    cpu_blocks = [b * cpu_share for b in blocks]
+    values = {
+        "strategy": name,
+        "time_iqr_s": 2 * spread_ms / 1e3,
+        "n_blocks": n,
+        "config_hash": name,
+        "job_id": f"{abs(hash(name)) % 10**16:016d}",
+    }
+    for basis, times in (("time", blocks), ("cpu", cpu_blocks)):
+        low, high = median_interval(times)
+        values.update(
+            {
+                f"{basis}_median_s": statistics.median(times),
+                f"{basis}_ci_low_s": low,
+                f"{basis}_ci_high_s": high,
+                f"{basis}_blocks_s": times,
+            }
+        )
+    values.update(changes)
+    return make_result(**values).__dict__
+
+
+def frame(*rows: dict) -> pd.DataFrame:
+    return normalise(pd.DataFrame(list(rows)))[0]

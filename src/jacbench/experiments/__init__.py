@@ -17,7 +17,14 @@ MACHINE_EPS = {name: machine_eps(parse_dtype(name)) for name in ("float32", "flo
 
 
 def ok_rows(rows: pd.DataFrame) -> pd.DataFrame:
-    return rows[rows["status"] == Status.OK].copy()
+    """The ok rows, the newest of each measured config (``config_hash``): a preset's
+    side-by-side re-timing replaces its first-round rows, as in every verdict."""
+    ok = rows[rows["status"] == Status.OK]
+    if "config_hash" not in ok or "started_at" not in ok:
+        return ok.copy()
+    key = ok["config_hash"].where(ok["config_hash"].astype(str) != "", ok.index.astype(str))
+    newest = ok.assign(_key=key).sort_values("started_at", kind="stable").groupby("_key").tail(1)
+    return ok.loc[newest.index.sort_values()].copy()
 
 
 def option(row: pd.Series, group: str, key: str, default: Any = None) -> Any:

@@ -7,7 +7,14 @@ import pandas as pd
 
 from jacbench.core.enums import Kind
 from jacbench.experiments import jacobian, ok_rows, table
-from jacbench.report.display import legend_if_unsettled, ratio_text, time_text
+from jacbench.report.display import (
+    ROUND_COLUMN,
+    legend_if_unsettled,
+    ratio_text,
+    round_text,
+    rounds_differ,
+    time_text,
+)
 from jacbench.timing.rule import unsettled
 
 
@@ -17,6 +24,7 @@ def answer(rows: pd.DataFrame) -> str:
         return "seed003: no rows recorded."
     loop = rows[rows["strategy"] == "autograd_loop"]
     base = loop.iloc[0] if not loop.empty else None
+    with_round = rounds_differ(rows)
     lines = [
         [
             r["strategy"],
@@ -25,15 +33,14 @@ def answer(rows: pd.DataFrame) -> str:
             f"{r['rel_err']:.1e}",
             time_text(r),
             "-" if base is None else ratio_text(r, base),
+            *([round_text(r)] if with_round else []),
         ]
         for _, r in rows.iterrows()
     ]
+    header = ["strategy", "dtype", "correct", "rel_err", "median [95% interval]", "time / loop"]
     text = [
         "seed003: q in R^2 -> cat([2q, 4q*q]), Jacobian 4x2",
-        table(
-            ["strategy", "dtype", "correct", "rel_err", "median [95% interval]", "time / loop"],
-            lines,
-        ),
+        table(header + ([ROUND_COLUMN] if with_round else []), lines),
         *legend_if_unsettled(lines, 5),
     ]
     naive = rows[rows["strategy"] == "naive_single_grad"]

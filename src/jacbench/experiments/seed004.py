@@ -8,7 +8,15 @@ import pandas as pd
 from jacbench.core.enums import Kind
 from jacbench.experiments import ok_rows, table
 from jacbench.report.analysis import disagreement
-from jacbench.report.display import legend_if_unsettled, ratio_phrase, ratio_text, time_text
+from jacbench.report.display import (
+    ROUND_COLUMN,
+    legend_if_unsettled,
+    ratio_phrase,
+    ratio_text,
+    round_text,
+    rounds_differ,
+    time_text,
+)
 from jacbench.timing.rule import unsettled
 
 BASELINE = "fd_forward_loop"  # the thread's baseline: one forward pass per parameter
@@ -24,6 +32,7 @@ def answer(rows: pd.DataFrame) -> str:
             continue
         t0 = base.iloc[0]
         n, m = int(group["n_in"].iloc[0]), int(group["n_out"].iloc[0])
+        with_round = rounds_differ(group)
         lines = [
             [
                 r["strategy"],
@@ -33,6 +42,7 @@ def answer(rows: pd.DataFrame) -> str:
                 ratio_text(r, t0),
                 f"{r['rel_err']:.1e}",
                 "yes" if r["within_tol"] else "NO",
+                *([round_text(r)] if with_round else []),
             ]
             for _, r in group.iterrows()
         ]
@@ -48,6 +58,7 @@ def answer(rows: pd.DataFrame) -> str:
                     f"time / {BASELINE}",
                     "rel_err",
                     "within tol",
+                    *([ROUND_COLUMN] if with_round else []),
                 ],
                 lines,
             ),

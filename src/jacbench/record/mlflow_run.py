@@ -8,11 +8,9 @@ sweep in the launching process each address runs by id.
 from __future__ import annotations
 
 import enum
-import functools
 import json
 import math
 import os
-import platform
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -37,7 +35,7 @@ from jacbench.record.mlflow_view import (
     current,
     view_tag,
 )
-from jacbench.record.result import Result
+from jacbench.record.result import Result, Round
 
 # MLflow's settings jacbench runs with unless the user set them, put in place before its first
 # client (not when this module loads): a tracking server that does not answer is given up
@@ -291,23 +289,14 @@ def problem_name(result: Result) -> str:
     return f"{result.model}{sizes}{batch}{wrt} {result.dtype} {result.device}"
 
 
-@functools.cache
-def cpu_model() -> str:
-    """The processor's name (/proc/cpuinfo on Linux), recorded with every job's run."""
-    try:
-        for line in Path("/proc/cpuinfo").read_text().splitlines():
-            if line.startswith("model name"):
-                return line.split(":", 1)[1].strip()
-    except OSError:
-        pass
-    return platform.processor() or platform.machine()
-
-
 def run_name(result: Result) -> str:
-    """Short, the distinguishing part first: the strategy, then dtype, model and device."""
+    """Short, the distinguishing part first: the strategy, then dtype, model and device; a
+    preset's re-timing says so right after the strategy (``auto side by side f32 ...``: the
+    runs table cuts a name at its column's width)."""
     device = "" if result.device == "cpu" else f" {result.device}"
     dtype = SHORT_DTYPES.get(result.dtype, result.dtype)
-    return capped(f"{result.strategy} {dtype} {result.model}{device}")
+    retimed = " side by side" if result.round == Round.SIDE_BY_SIDE else ""
+    return capped(f"{result.strategy}{retimed} {dtype} {result.model}{device}")
 
 
 MAX_NAME_LEN = 500  # MLflow refuses longer run and dataset names (and then logs no run)
@@ -373,7 +362,14 @@ def log_result(
         "git_commit": result.git_commit,
         "mlflow.source.git.commit": result.git_commit,
         "config_hash": result.config_hash,  # an identifier: a tag, not a param to chart
-        "cpu_model": cpu_model(),
+        # which measurement (first, or a preset's side_by_side re-timing of two), and what
+        # made it: the columns a rerun checks before reusing the row
+        "round": str(result.round),
+        "pair_id": result.pair_id,
+        "jacbench_version": result.jacbench_version,
+        "code_digest": result.code_digest,
+        "hostname": result.hostname,
+        "cpu_model": result.cpu_model,
     }
     params = params_of(result, model_options, strategy_options)
     ended = RunEnd.FAILED if result.status == Status.FAILED else RunEnd.FINISHED

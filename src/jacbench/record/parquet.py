@@ -14,7 +14,7 @@ import sys
 import time
 import types
 import typing
-from collections.abc import Iterable
+from collections.abc import Iterable, Iterator
 from datetime import datetime
 from enum import Enum
 from pathlib import Path
@@ -196,17 +196,17 @@ def read_results(folder: Path) -> pd.DataFrame:
 DONE_STATUSES = (Status.OK, Status.SKIPPED)  # settled outcomes; a failed job is worth another try
 
 
-def find_done_result(folder: Path, config_hash: str) -> Path | None:
-    """The newest file under ``folder`` whose row for this config_hash is ``ok`` or
-    ``skipped`` (the strategy cannot apply: running it again would not change that)."""
+def done_rows(folder: Path, config_hash: str) -> Iterator[tuple[Path, dict[str, typing.Any]]]:
+    """Newest first, each file under ``folder`` whose row for this config_hash is ``ok`` or
+    ``skipped`` (the strategy cannot apply: running it again would not change that), with
+    its row (every column of the schema; an earlier jacbench's with their defaults)."""
     for path in sorted(Path(folder).glob(f"*_{config_hash}_*.parquet"), reverse=True):
         table = read_one(path)
-        if table is None or "status" not in table.column_names:
+        if table is None or table.num_rows != 1:
             continue
-        status = table.column("status").to_pylist()
-        if status and status[0] in DONE_STATUSES:
-            return path
-    return None
+        row = table.to_pylist()[0]
+        if row.get("status") in DONE_STATUSES:
+            yield path, row
 
 
 def write_table(path: Path, rows: pd.DataFrame, schema: pa.Schema) -> None:

@@ -11,9 +11,19 @@ import uuid
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
 
-from jacbench.core.enums import Status
+from jacbench.core.enums import Status, _Named
 
-__all__ = ["COLUMNS", "Result", "Status"]
+__all__ = ["COLUMNS", "Result", "Round", "Status"]
+
+
+class Round(_Named):
+    """Which measurement of a sweep a row is: the job's own (``first``), or a preset's
+    re-timing of a problem's contested pair, the two timed interleaved in one job
+    (``side_by_side``). Rows of both rounds are kept; the newest ok row of a strategy is
+    the one every verdict reads (``jacbench.report.problems.latest_ok``)."""
+
+    FIRST = "first"
+    SIDE_BY_SIDE = "side_by_side"
 
 
 def _now() -> datetime:
@@ -115,6 +125,19 @@ class Result:
     git_commit: str = ""
     started_at: datetime = field(default_factory=_now)  # when the job started running
     job_id: str = field(default_factory=_new_id)
+    # which measurement: first (the job's own) or side_by_side (a preset's re-timing of a
+    # problem's best two, interleaved in one job); the two rows of one re-timing share a
+    # pair_id (empty for the first round)
+    round: Round = Round.FIRST
+    pair_id: str = ""
+    # What made the row, beside config_hash and torch_version: a rerun reuses the row only
+    # while all of them are unchanged (jacbench.run.resume); rows of an earlier jacbench
+    # lack them and are measured again. code_digest: a hash of the measuring code (the
+    # strategy's module, jacbench's core, strategies, timing and runner).
+    jacbench_version: str = ""
+    code_digest: str = ""
+    hostname: str = ""
+    cpu_model: str = ""
 
     @property
     def ok(self) -> bool:

@@ -8,9 +8,12 @@ import pandas as pd
 
 from jacbench.core.enums import Kind, Status
 from jacbench.report.display import (
+    ROUND_COLUMN,
     UNSETTLED_RATIO,
     cell,
     factor_text,
+    round_text,
+    rounds_differ,
     seconds_text,
     time_text,
     verdict_text,
@@ -38,10 +41,17 @@ HEADER = [
 ]
 
 
+def header(rows: pd.DataFrame) -> list[str]:
+    """The columns of ``problem_lines(rows)``: ``HEADER``, and which round each figure is
+    from where the rows hold a re-timing (or a stale row)."""
+    return HEADER + ([ROUND_COLUMN] if rounds_differ(rows) else [])
+
+
 def problem_lines(rows: pd.DataFrame) -> list[list[str]]:
-    """One line per measured strategy variant, fastest first."""
+    """One line per measured strategy variant, fastest first (``header(rows)``)."""
     base = default_row(rows)
     ok = latest_ok(rows).sort_values("time_median_s")
+    with_round = rounds_differ(rows)
     lines = []
     for _, r in ok.iterrows():
         colours = f" ({int(r['n_colors'])} colours)" if pd.notna(r["n_colors"]) else ""
@@ -55,6 +65,7 @@ def problem_lines(rows: pd.DataFrame) -> list[list[str]]:
                 _speedup_text(r, base),
                 cell(r["err_eps"], ".3g"),
                 verdict_text(r["within_tol"], r["undecided_reason"]),
+                *([round_text(r)] if with_round else []),
             ]
         )
     return lines

@@ -91,7 +91,7 @@ def write_report(source: Path | pd.DataFrame, out: Path) -> list[Path]:
         doc.heading(title, 3)
         lines = analysis.problem_lines(group)
         if lines:
-            doc.table(analysis.HEADER, lines)
+            doc.table(analysis.header(group), lines)
             if any(line[4].endswith(NOISY) for line in lines):
                 doc.paragraph(NOISY_LEGEND)
             for legend in legend_if_unsettled(lines, 5):

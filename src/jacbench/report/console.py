@@ -22,7 +22,7 @@ def problem_table(title: str, rows: pd.DataFrame) -> Table | None:
     if not lines:
         return None
     table = Table(title=title, title_justify="left")
-    for name in analysis.HEADER:
+    for name in analysis.header(rows):
         table.add_column(name, no_wrap=name in NUMBER_COLUMNS)
     for line in lines:
         table.add_row(*line)

@@ -83,6 +83,27 @@ def time_text(row: Mapping[str, object]) -> str:
     return f"{text} {NOISY}" if is_noisy(row.get("timing_warning")) else text
 
 
+ROUND_COLUMN = "round"
+ROUND_NAMES = {"first": "first", "side_by_side": "side by side"}
+
+
+def round_text(row: Mapping[str, object]) -> str:
+    """Which measurement a figure is from: ``first`` (the job's own) or ``side by side`` (a
+    preset's re-timing of two), ``STALE`` where a sweep reused it although what made it
+    changed (reuse_stale=true)."""
+    name = str(row.get("round") or "first")
+    stale = row.get("stale")
+    return ROUND_NAMES.get(name, name) + (" (STALE)" if isinstance(stale, str) and stale else "")
+
+
+def rounds_differ(rows: pd.DataFrame) -> bool:
+    """Whether a table of ``rows`` needs the round column: a side-by-side row among them, or
+    a stale one."""
+    retimed = "round" in rows and (rows["round"].astype(str) == "side_by_side").any()
+    stale = "stale" in rows and (rows["stale"].fillna("").astype(str) != "").any()
+    return bool(retimed or stale)
+
+
 UNSETTLED_RATIO = "-"
 UNSETTLED_LEGEND = (
     f"{UNSETTLED_RATIO} in a ratio column: the rule does not settle the order (tied, "
@@ -270,12 +291,14 @@ NUMBER_COLUMNS = {"median time [95% interval]", "rel_err", "job"}
 def summary_table(rows: pd.DataFrame, missing_jobs: list[int]) -> Table:
     """One line per job of a sweep, read from the recorded rows (never the live objects)."""
     table = Table(title="jacbench sweep summary")
+    with_round = rounds_differ(rows)
     for name in (
         "job",
         "strategy",
         "model",
         "dtype",
         "device",
+        *([ROUND_COLUMN] if with_round else []),
         "status",
         "median time [95% interval]",
         "rel_err",
@@ -296,6 +319,7 @@ def summary_table(rows: pd.DataFrame, missing_jobs: list[int]) -> Table:
             str(row["model"]),
             str(row["dtype"]),
             str(row["device"]),
+            *([round_text(row)] if with_round else []),
             f"[{STATUS_STYLE.get(status, '')}]{status}[/]",
             time_text(row),
             cell(row["rel_err"], ".2e"),
@@ -307,7 +331,7 @@ def summary_table(rows: pd.DataFrame, missing_jobs: list[int]) -> Table:
     for num in missing_jobs:
         table.add_row(
             str(num),
-            *["?"] * 4,
+            *["?"] * (5 if with_round else 4),
             "[bold red]no record[/]",
             "-",
             "-",

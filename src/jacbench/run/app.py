@@ -15,10 +15,11 @@ from hydra.types import RunMode
 from omegaconf import DictConfig
 from rich.console import Console
 
-from jacbench.core.enums import LauncherKind
+from jacbench.core.enums import LauncherKind, Status
 from jacbench.core.errors import ConfigError
 from jacbench.core.interrupt import watched
 from jacbench.record.mlflow_run import Tracking
+from jacbench.record.result import Round
 from jacbench.report.display import make_console, print_result
 from jacbench.run.claims import claimed
 from jacbench.run.collector import Collector
@@ -27,8 +28,10 @@ from jacbench.run.identity import config_hash
 from jacbench.run.inputs import (
     check_group_overrides,
     check_results_dir,
+    check_round,
     check_tracking,
     refusing,
+    shared_options,
 )
 from jacbench.run.launchers import launcher_kind
 from jacbench.run.orphans import exit_with
@@ -57,11 +60,19 @@ def run_in_sweep(
 ) -> None:
     """Run this job of the sweep, claimed first and held until it is recorded and counted,
     so that a sweep running beside this one (same results folder) never measures it twice:
-    a row it recorded meanwhile is reused (``jacbench.run.resume``)."""
+    rows it recorded meanwhile are reused (``jacbench.run.resume``). A side-by-side job
+    (``round=side_by_side``) re-times its pair and records a row for each."""
     beside_sweep = launcher_kind(HydraConfig.get().launcher).beside_sweep
     exit_with(sweep.sweep_pid, beside_sweep)  # never outlive a killed sweep
     num = sweep.position(HydraConfig.get().job.num)
-    folder, key = results_dir(cfg, launch_dir), config_hash(cfg)
+    pair = sweep.pair(num)
+    if (pair is not None) != (cfg.round == Round.SIDE_BY_SIDE):
+        raise ConfigError(
+            f"round={cfg.round}: a sweep's side-by-side jobs are made by the sweep itself "
+            "(a preset's re-timing of its best two); leave round out"
+        )
+    folder = results_dir(cfg, launch_dir)
+    key = pair.key if pair is not None else config_hash(cfg)
 
     def waiting(owner: dict) -> None:
         console.print(
@@ -72,41 +83,53 @@ def run_in_sweep(
     with claimed(folder, key, waiting, sweep.sweep_id) as waited:
         # asked again under the claim: a sweep beside this one may have recorded it since the
         # sweeper asked (force=true measures again, unless that sweep just did)
-        found = reusable(cfg, launch_dir, force=bool(cfg.force) and not waited)
+        found = reusable(cfg, launch_dir, force=bool(cfg.force) and not waited, pair=pair)
         if found is not None:
             how = "done by another sweep" if waited else "already done"
             count_as_done(sweep, num, found, how, console)
             return
         from jacbench.core.registry import load_registry  # torch: once a job runs
-        from jacbench.run.runner import execute
 
         progress.measuring()
-        result = execute(cfg, load_registry(), thread_cap())
-        row = write_row(result, folder, sweep.folder / UNWRITTEN)
-        progress.written(row)
+        if pair is None:
+            from jacbench.run.runner import execute
+
+            results = [execute(cfg, load_registry(), thread_cap())]
+        else:
+            from jacbench.run.side_by_side import run_pair
+
+            results = run_pair(pair, load_registry(), thread_cap())
+        rows = [write_row(result, folder, sweep.folder / UNWRITTEN) for result in results]
+        progress.written(rows[-1])
         tracking = Tracking(**sweep.tracking) if sweep.tracking and cfg.mlflow.enabled else None
-        if tracking is not None and not sweep.tracking_down():
-            try:
-                run_id = track(result, tracking, sweep.parent_run_id, row)
-                result = dataclasses.replace(result, mlflow_run_id=run_id)
-            except TrackingFailed as exc:
-                sweep.give_up_tracking(str(exc))
+        for index, (result, row) in enumerate(zip(results, rows, strict=True)):
+            if tracking is not None and not sweep.tracking_down():
+                try:
+                    run_id = track(result, tracking, sweep.parent_run_id, row)
+                    results[index] = dataclasses.replace(result, mlflow_run_id=run_id)
+                except TrackingFailed as exc:
+                    sweep.give_up_tracking(str(exc))
         progress.recorded()
-        if row is None:  # printed in full (and in its MLflow run): the summary counts it missing
+        written = [row for row in rows if row is not None]
+        if len(written) < len(rows):  # printed in full (and in its run): counted missing
             return
+        statuses = {str(result.status) for result in results}
+        status = next((s for s in (Status.FAILED, Status.SKIPPED) if s in statuses), Status.OK)
         try:
-            untracked = bool(cfg.mlflow.enabled) and not result.mlflow_run_id
-            done = sweep.mark_job(num, job_record(num, row, result.status, False, untracked))
+            untracked = bool(cfg.mlflow.enabled) and not all(r.mlflow_run_id for r in results)
+            done = sweep.mark_job(num, job_record(num, written, str(status), False, untracked))
         except OSError as exc:  # the row is written; only this sweep's count of it is not
             print(
                 f"jacbench: job {num}: could not note it in {sweep.folder} ({exc})", file=sys.stderr
             )
             return
-    console.print(
-        f"[{done}/{sweep.total}] job {num}: {result.strategy} {result.model} {result.dtype} "
-        f"{result.device}: {result.status}"
-        + (f" ({result.error_message})" if result.error_message else "")
-    )
+    for result in results:
+        console.print(
+            f"[{done}/{sweep.total}] job {num}: {result.strategy} {result.model} {result.dtype} "
+            f"{result.device}: {result.status}"
+            + (" (side by side)" if pair is not None else "")
+            + (f" ({result.error_message})" if result.error_message else "")
+        )
 
 
 def run(cfg: DictConfig, progress: JobProgress, collector: Collector) -> None:
@@ -130,6 +153,7 @@ def run(cfg: DictConfig, progress: JobProgress, collector: Collector) -> None:
     with refusing():
         check_results_dir(cfg.results_dir)
         check_tracking(cfg.mlflow)
+        check_round(cfg.get("round"), single_run=True)
     from jacbench.run.runner import execute
 
     progress.measuring()
@@ -183,6 +207,7 @@ def main(collector: Collector | None = None) -> None:
 
         register_configs(load_registry())
         check_group_overrides(sys.argv[1:], conf_dir())
+        sys.argv[1:] = shared_options(sys.argv[1:])  # Hydra reads its overrides from argv
         task.collector.start_work()
         hydra.main(version_base="1.3", config_path=str(conf_dir()), config_name="config")(task)()
     if task.exit_code:

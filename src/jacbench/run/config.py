@@ -44,6 +44,9 @@ class JobConfig:
     timing: TimingConfig = MISSING
     seed: int = 0
     force: bool = False  # in a sweep, re-run jobs that already have an ok row
+    # in a sweep, reuse a job's newest row even where what made it changed (marked stale)
+    reuse_stale: bool = False
+    round: str = "first"  # side_by_side: a job a preset's sweep adds to re-time its best two
     jacobian_max_entries: int = 4096  # store computed Jacobians up to this size in results
     analysis: str | None = None  # experiments: "module:function" that answers from the rows
     report: bool = True  # after a sweep, write the report and attach it to the parent run

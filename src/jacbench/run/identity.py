@@ -14,13 +14,13 @@ from omegaconf import DictConfig, OmegaConf
 IDENTITY_KEYS = ("model", "strategy", "dtype", "device", "timing", "seed")
 
 
-def _plain(value: Any) -> Any:
+def plain(value: Any) -> Any:
     """A config value as plain resolved Python (containers to dicts and lists)."""
     return OmegaConf.to_container(value, resolve=True) if OmegaConf.is_config(value) else value
 
 
 def config_hash(cfg: DictConfig) -> str:
     """Stable hash of what a job measures (not where it records)."""
-    identity = {k: _plain(cfg[k]) for k in IDENTITY_KEYS}  # only these keys are resolved
+    identity = {k: plain(cfg[k]) for k in IDENTITY_KEYS}  # only these keys are resolved
     blob = json.dumps(identity, sort_keys=True, default=str)
     return hashlib.sha256(blob.encode()).hexdigest()[:16]

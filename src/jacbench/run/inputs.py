@@ -4,6 +4,7 @@ experiment's analysis), made before anything is measured so that a bad one costs
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import importlib
 import os
 from collections.abc import Callable, Iterator
@@ -101,9 +102,25 @@ def check_tracking(mlflow: Any) -> None:
         )
 
 
+ROUNDS = ("first", "side_by_side")
+
+
+def check_round(value: object, single_run: bool = False) -> None:
+    """``round`` is the sweep's own: ``side_by_side`` marks the jobs a preset's sweep adds to
+    re-time its best two; a command line gives no other."""
+    if str(value) not in ROUNDS:
+        raise ConfigError(f"round={value}: valid rounds: {', '.join(ROUNDS)} (set by the sweep)")
+    if str(value) != "first" and single_run:
+        raise ConfigError(
+            f"round={value}: a preset's sweep makes its side-by-side jobs itself, from the rows "
+            "of its first round; a single run measures the first round (leave round out)"
+        )
+
+
 def check_sweep(config: Any, jobs: int) -> None:
     """Everything a sweep of ``jobs`` jobs can check before its first job."""
     check_results_dir(config.get("results_dir"))
+    check_round(config.get("round"), single_run=True)
     check_tracking(config.mlflow)
     check_launcher(config.hydra.get("launcher"))
     batch = config.hydra.sweeper.get("max_batch_size")
@@ -150,4 +167,48 @@ def check_group_overrides(overrides: list[str], conf: Path) -> None:
             raise ConfigError(
                 f"{override}: a job takes one {group}; to run several, sweep them: "
                 f"python -m jacbench -m {group}={value.strip('[]')}"
+            )
+
+
+MULTIRUN_FLAGS = ("-m", "--multirun", "hydra.mode=MULTIRUN")
+
+
+def sweeps(argv: list[str]) -> bool:
+    """Whether the command line runs a sweep (``-m``, or a preset: every preset sweeps)."""
+    return any(a in MULTIRUN_FLAGS or a.lstrip("+").startswith("experiment=") for a in argv)
+
+
+def shared_options(argv: list[str]) -> list[str]:
+    """In a sweep, each ``strategy.KEY=VALUE`` as ``++strategy.KEY=VALUE``. Hydra composes a
+    sweep's base config with the default strategy, whose schema refused an option of the
+    swept ones ('unknown key strategy.output; valid keys of strategy: chunk_size' for a sweep
+    of both sparse strategies with ``strategy.output=csr``). Forced, each job's strategy
+    gets the option: a swept strategy that lacks it is one ``failed`` row that names its
+    options, and a key no swept strategy has is refused before any job
+    (``check_strategy_options``). A single run is left to the schema."""
+    if not sweeps(argv):
+        return argv
+    return [f"++{a}" if a.startswith("strategy.") and "=" in a else a for a in argv]
+
+
+def check_strategy_options(configs: list[Any], registry: Any) -> None:
+    """An option that no job's strategy has (a typo): refused, naming each swept strategy's
+    options. One that some have is theirs; the others' jobs fail, naming theirs."""
+    have: dict[str, set[str]] = {}
+    options: dict[str, list[str]] = {}
+    for cfg in configs:
+        name = str(cfg.strategy.name)
+        spec = registry.strategies.get(name)
+        if spec is None:
+            continue  # unknown or broken: its job fails and says why
+        known = [f.name for f in dataclasses.fields(spec.options)]
+        options[name] = known
+        for key in cfg.strategy:
+            if key != "name":
+                have.setdefault(str(key), set()).update([name] if key in known else [])
+    for key, names in have.items():
+        if not names:
+            valid = "; ".join(f"{n}: {', '.join(o) or 'none'}" for n, o in sorted(options.items()))
+            raise ConfigError(
+                f"unknown key 'strategy.{key}': no swept strategy has it; their options: {valid}"
             )

@@ -1,35 +1,116 @@
-"""Resuming a sweep, in one place: which recorded row a job may reuse instead of being
-measured again (``reusable``), and counting it in the sweep (``count_as_done``). The sweep
+"""Resuming a sweep, in one place: which recorded rows a job may reuse instead of being
+measured again (``reusable``), and counting them in the sweep (``count_as_done``). The sweep
 asks before sending a job out; the job asks again once it holds its claim
-(``jacbench.run.claims``), since a sweep beside it may have recorded it meanwhile."""
+(``jacbench.run.claims``), since a sweep beside it may have recorded it meanwhile.
+
+A row is reused only while what made it is unchanged: its config (``config_hash``, in its
+file's name), and jacbench's version, the measuring code, torch, the device and the machine
+(``jacbench.run.provenance``). Otherwise the job is measured again, unless ``reuse_stale=true``
+keeps the newest row all the same, marked stale with what changed.
+"""
 
 from __future__ import annotations
 
+from collections.abc import Iterator
+from dataclasses import dataclass
 from pathlib import Path
 
 from omegaconf import DictConfig
 from rich.console import Console
 
-from jacbench.run.identity import config_hash
+from jacbench.core.errors import ConfigError
+from jacbench.record.result import Round, Status
+from jacbench.run.identity import config_hash, plain
+from jacbench.run.pair import Pair
+from jacbench.run.provenance import Provenance, device_name, provenance, stale_reason
 from jacbench.run.sweep.state import SweepState, job_record, results_dir
 
 
-def reusable(cfg: DictConfig, launch_dir: Path, force: bool) -> Path | None:
-    """The file of the row this job may reuse: an ``ok`` or ``skipped`` row of the same
-    config_hash in its results folder (a ``failed`` one is worth another try); none when
-    ``force`` asks for a new measurement."""
-    if force:
+@dataclass(frozen=True)
+class Reuse:
+    """The rows a job reuses (two for a side-by-side job), and what changed since they were
+    measured ("" when nothing did)."""
+
+    files: tuple[Path, ...]
+    stale: str = ""
+
+
+def current_provenance(cfg: DictConfig) -> Provenance:
+    """What would make the job's row if it ran in this process now (ConfigError where its
+    strategy or device is not usable here: then it runs, and its row says why)."""
+    from jacbench.core.registry import load_registry  # torch: the strategy's module
+    from jacbench.run.job import resolve_device
+
+    spec = load_registry().get(str(cfg.strategy.name))
+    device = device_name(resolve_device(str(cfg.device.name)))
+    return provenance(spec.setup.__module__, plain(cfg.model), device)
+
+
+def _first_round(folder: Path, cfg: DictConfig) -> Iterator[Reuse]:
+    from jacbench.record.parquet import done_rows  # pyarrow: not in a single run
+
+    here = current_provenance(cfg)
+    for path, row in done_rows(folder, config_hash(cfg)):
+        if row["round"] == Round.FIRST:
+            yield Reuse((path,), stale_reason(row, here))
+
+
+def _side_by_side(folder: Path, pair: Pair) -> Iterator[Reuse]:
+    """The newest re-timings of this pair made after the first-round rows it was chosen from
+    (both rows of one re-timing present)."""
+    from jacbench.record.parquet import done_rows
+
+    configs = pair.contestant_configs()
+    here = [current_provenance(cfg) for cfg in configs]
+    partners = {
+        row["pair_id"]: (path, row)
+        for path, row in done_rows(folder, config_hash(configs[1]))
+        if row["round"] == Round.SIDE_BY_SIDE
+    }
+    for path, row in done_rows(folder, config_hash(configs[0])):
+        partner = partners.get(row["pair_id"])
+        if row["round"] != Round.SIDE_BY_SIDE or partner is None:
+            continue
+        if row["status"] != Status.OK or row["started_at"] <= pair.measured_after:
+            continue
+        reasons = [stale_reason(row, here[0]), stale_reason(partner[1], here[1])]
+        yield Reuse((path, partner[0]), ", ".join(dict.fromkeys(filter(None, reasons))))
+
+
+def reusable(
+    cfg: DictConfig,
+    launch_dir: Path,
+    force: bool,
+    pair: Pair | None = None,
+    elsewhere: bool = False,
+) -> Reuse | None:
+    """The rows this job may reuse: the newest ``ok`` or ``skipped`` row of its config (a
+    ``failed`` one is worth another try), of its round (``pair``: the side-by-side rows of
+    that pair), whose provenance is this process's; with ``cfg.reuse_stale`` the newest such
+    row whatever its provenance, marked stale. None when ``force`` asks for a new
+    measurement, or ``elsewhere``: the job runs on a machine not known here (a SLURM node),
+    which then asks itself under its claim."""
+    if force or elsewhere:
         return None
-    from jacbench.record.parquet import find_done_result  # pyarrow: not in a single run
+    folder = results_dir(cfg, launch_dir)
+    try:
+        found = _first_round(folder, cfg) if pair is None else _side_by_side(folder, pair)
+        newest = None
+        for reuse in found:
+            if not reuse.stale:
+                return reuse
+            newest = newest or reuse
+    except ConfigError:
+        return None
+    return newest if bool(cfg.get("reuse_stale")) else None
 
-    return find_done_result(results_dir(cfg, launch_dir), config_hash(cfg))
 
-
-def count_as_done(
-    sweep: SweepState, num: int, result_file: Path, how: str, console: Console
-) -> None:
-    """Count job ``num`` as done by ``result_file`` in the sweep, and say so."""
-    done = sweep.mark_job(num, job_record(num, result_file, "done", resumed=True))
+def count_as_done(sweep: SweepState, num: int, reuse: Reuse, how: str, console: Console) -> None:
+    """Count job ``num`` as done by the rows ``reuse`` names, and say so."""
+    record = job_record(num, list(reuse.files), "done", resumed=True, stale=reuse.stale)
+    done = sweep.mark_job(num, record)
+    names = ", ".join(path.name for path in reuse.files)
+    stale = f"; STALE ({reuse.stale}), kept by reuse_stale=true" if reuse.stale else ""
     console.print(
-        f"[{done}/{sweep.total}] job {num}: {how} ({result_file.name}); force=true re-runs it"
+        f"[{done}/{sweep.total}] job {num}: {how} ({names}){stale}; force=true re-runs it"
     )

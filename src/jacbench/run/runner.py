@@ -36,12 +36,16 @@ from jacbench.core.reference import (
 )
 from jacbench.core.registry import Registry
 from jacbench.core.strategy import Mode
+from jacbench.core.version import VERSION
 from jacbench.record.result import Result, Status
 from jacbench.run.config import job_labels
 from jacbench.run.identity import config_hash
 from jacbench.run.job import JobSpec, make_job
+from jacbench.run.provenance import cpu_model, device_name, hostname
+from jacbench.run.provenance import provenance as where_made
 from jacbench.timing.measure import (
     FirstCall,
+    Timing,
     first_call,
     measure_memory,
     time_steady_state,
@@ -63,12 +67,6 @@ def git_commit() -> str:
         return out.stdout.strip()
     except (OSError, subprocess.SubprocessError):
         return ""
-
-
-def device_name(device: torch.device) -> str:
-    if device.type == "cuda":
-        return torch.cuda.get_device_name(device)
-    return "cpu"
 
 
 # Messages from torch that mean "this strategy cannot apply here", not "something broke".
@@ -178,6 +176,7 @@ def combine(labels: dict[str, str], records: list[Any]) -> Result:
 
 def provenance(job: JobSpec) -> dict[str, Any]:
     """What identifies the job and where it ran; known before anything runs."""
+    made_by = where_made(job.strategy.setup.__module__, job.model, device_name(job.device))
     return {
         "wrt": str(job.model.get("wrt") or "input"),
         "seed": job.seed,
@@ -187,10 +186,27 @@ def provenance(job: JobSpec) -> dict[str, Any]:
         "strategy_options": json.dumps(dataclasses.asdict(job.options), sort_keys=True),
         "model_options": json.dumps(job.model, sort_keys=True, default=str),
         "config_hash": job.config_hash,
-        "device_name": device_name(job.device),
-        "torch_version": torch.__version__,
         "git_commit": git_commit(),
         "started_at": datetime.now(timezone.utc),
+        **made_by.columns(),
+    }
+
+
+def failed_before_start(cfg: DictConfig, labels: dict[str, str], message: str) -> Result:
+    """The row of a job whose config does not validate: what is known of it, and why."""
+    seed = int(cfg.get("seed", 0))
+    seed = seed if 0 <= seed < 2**63 else 0  # out of the int64 column: its error names it
+    identity = {"config_hash": config_hash(cfg), "seed": seed, **machine_columns()}
+    return combine({**labels, **identity}, [Ending(Status.FAILED, message.splitlines()[0])])
+
+
+def machine_columns() -> dict[str, str]:
+    """What a row records of where it ran even when its job never got to run."""
+    return {
+        "torch_version": torch.__version__,
+        "jacbench_version": VERSION,
+        "hostname": hostname(),
+        "cpu_model": cpu_model(),
     }
 
 
@@ -202,11 +218,7 @@ def execute(cfg: DictConfig, registry: Registry, thread_cap: int | None = None) 
     try:
         job = make_job(cfg, registry)
     except ConfigError as exc:
-        failed = Ending(Status.FAILED, str(exc).splitlines()[0])
-        seed = int(cfg.get("seed", 0))
-        seed = seed if 0 <= seed < 2**63 else 0  # out of the int64 column: its error names it
-        identity = {"config_hash": config_hash(cfg), "seed": seed}
-        return combine({**labels, **identity, "torch_version": torch.__version__}, [failed])
+        return failed_before_start(cfg, labels, str(exc))
     if thread_cap is not None and job.timing.threads > thread_cap:
         job = dataclasses.replace(job, timing=dataclasses.replace(job.timing, threads=thread_cap))
     return run_job(job, labels)
@@ -254,14 +266,31 @@ def _measure(job: JobSpec, records: list[Any]) -> None:
     """Run the stages in order, appending each one's record as soon as it exists (so a
     failure later keeps what was learned before it)."""
     problem = build_problem(job.model, job.dtype, job.device, job.seed)
+    judged = judged_first_call(job, problem, records)
+    time_and_memory(job, problem, judged.prep, records, judged.started)
+
+
+@dataclass(frozen=True)
+class Judged:
+    """A strategy prepared, called once and its answer judged: ready to be timed."""
+
+    prep: Any  # Prepared
+    started: float  # perf_counter at the first call's start (the job's measure_s counts from it)
+
+
+def judged_first_call(
+    job: JobSpec, problem: Problem, records: list[Any], references: References | None = None
+) -> Judged:
+    """Every stage of a job before its timing: the problem's shape and output, the
+    reference (``references``: shared by the jobs of one problem), the first call and the
+    answer's verdict."""
     records.append(ProblemShape(problem.wrt, problem.n_in, problem.n_out, problem.batch))
     shape = (problem.n_out, problem.n_in, problem.batch)
     check_fits(*shape, job.dtype, job.device, dense_answer=not sparse_answer(job, shape))
     records.append(_output(problem))
     if sampled(*shape):
-        _measure_sampled(job, problem, records)
-        return
-    references = References(problem)
+        return _judged_sampled(job, problem, records)
+    references = references or References(problem)
     reference = references.for_mode(job.strategy.mode)
     records.append(_reference_record(reference))
 
@@ -282,10 +311,7 @@ def _measure(job: JobSpec, records: list[Any]) -> None:
         raise RuntimeError(f"non-finite Jacobian: {errors.n_nonfinite} of {n} entries are nan/inf")
     if value.numel() <= job.jacobian_max_entries:
         records.append(StoredJacobian(value.detach().double().cpu().reshape(-1).tolist()))
-    prep = first.prep
-    del first, value  # free the first Jacobian before timing and memory
-
-    _time_and_memory(job, problem, prep, records, started)
+    return Judged(first.prep, started)  # the first Jacobian is freed before timing
 
 
 def _first_call(job: JobSpec, problem: Problem, records: list[Any]) -> FirstCall:
@@ -315,24 +341,27 @@ def _judge(
     return errors
 
 
-def _time_and_memory(
+def time_and_memory(
     job: JobSpec,
     problem: Problem,
     prep: Any,
     records: list[Any],
     started: float,
+    timed: Timing | None = None,
 ) -> None:
+    """The steady-state timing (``timed``: already taken, side by side with a rival), the
+    peak memory and the job's measure_s."""
     if not job.timing.time:  # an accuracy question: what the row declares instead of times
         records.append(Untimed())
         records.append(Elapsed(time.perf_counter() - started))
         return
-    records.append(time_steady_state(prep, problem.x, job.timing))
+    records.append(timed or time_steady_state(prep, problem.x, job.timing))
     if job.timing.memory:
         records.append(measure_memory(prep, problem.x, job.device))
     records.append(Elapsed(time.perf_counter() - started))
 
 
-def _measure_sampled(job: JobSpec, problem: Problem, records: list[Any]) -> None:
+def _judged_sampled(job: JobSpec, problem: Problem, records: list[Any]) -> Judged:
     """The stages of a job whose dense reference would not fit: the answer is judged on the
     sampled reference's columns and rows (``reference_sample`` entries), never densified."""
     sample = sampled_reference(problem)
@@ -345,6 +374,4 @@ def _measure_sampled(job: JobSpec, problem: Problem, records: list[Any]) -> None
     errors = _judge(job, got, sample.expected(), sample, records)
     if errors.n_nonfinite:
         raise RuntimeError(f"non-finite Jacobian: {errors.n_nonfinite} sampled entries are nan/inf")
-    prep = first.prep
-    del first
-    _time_and_memory(job, problem, prep, records, started)
+    return Judged(first.prep, started)

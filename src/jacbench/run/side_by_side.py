@@ -1,80 +1,111 @@
-"""Before a preset names a winner, its top candidates are timed again side by side.
+"""A preset's side-by-side job: its problem's contested pair timed again, interleaved.
 
 The jobs of a sweep run one after another, and a machine's load changes between them: two
-jobs of the same code measured minutes apart can differ 3x. So for each problem of a preset
-the two fastest usable strategies (within tolerance) are prepared again in the launching
-process and timed interleaved (``jacbench.timing.measure.side_by_side``); their rows' time
-columns are replaced by those figures, marked ``timed_side_by_side``, for the answer, the
-report and the MLflow parent. The recorded per-job rows (parquet, child runs) are unchanged.
+jobs of the same code measured minutes apart can differ 3x. So before a preset names a
+winner, its sweep adds one job per problem (``jacbench.run.sweep.retiming``) that prepares
+the recommendation's best and runner-up on one problem, calls and judges each once as any job
+does (``jacbench.run.runner``), then times them in interleaved blocks
+(``jacbench.timing.measure.side_by_side``) and records one row for each: ``round``
+side_by_side, one ``pair_id``, every block and the load kept. It runs where the sweep's jobs
+run (the launcher's workers or nodes), and the analysis reads these rows as the newest of
+their strategies: nothing recorded is changed.
 """
 
 from __future__ import annotations
 
 import dataclasses
-import json
+import uuid
+from datetime import datetime, timezone
 from typing import Any
 
-import pandas as pd
-import torch
-
-from jacbench.core.numerics import parse_dtype
+from jacbench.core.errors import ConfigError
+from jacbench.core.interrupt import check as check_interrupt
+from jacbench.core.interrupt import raise_if_interrupt
+from jacbench.core.memory_budget import sampled
 from jacbench.core.problem import build_problem
+from jacbench.core.reference import References
 from jacbench.core.registry import Registry
-from jacbench.report.problems import good, normalise, problems
-from jacbench.run.job import resolve_device
-from jacbench.timing.measure import Timing, side_by_side, torch_threads
+from jacbench.record.result import Result, Round, Status
+from jacbench.run.config import job_labels
+from jacbench.run.job import JobSpec, make_job
+from jacbench.run.pair import Pair
+from jacbench.run.runner import (
+    Ending,
+    classify,
+    combine,
+    failed_before_start,
+    judged_first_call,
+    provenance,
+    time_and_memory,
+)
+from jacbench.timing.measure import side_by_side, torch_threads
 
-TOP = 2  # candidates re-timed per problem
+# What both of a pair must share: they are timed on one problem.
+SHARED = ("model", "dtype", "device", "seed")
 
 
-def retime_top(rows: pd.DataFrame, registry: Registry) -> tuple[pd.DataFrame, list[str]]:
-    """``rows`` with the top candidates of each problem re-timed side by side, and one line
-    per problem saying what was re-timed (or why it could not be)."""
-    rows = rows.copy()
-    rows["timed_side_by_side"] = False
-    labelled, _ = normalise(rows)
-    lines = []
-    for title, group in problems(labelled):
-        usable = good(group).dropna(subset=["time_median_s"])
-        top = _distinct(usable).sort_values("time_median_s")[:TOP]
-        if len(top) < TOP:
-            continue
+def run_pair(pair: Pair, registry: Registry, thread_cap: int | None = None) -> list[Result]:
+    """The pair's two rows; a failure of either is recorded in both (the other was not timed
+    side by side), never raised."""
+    configs = pair.contestant_configs()
+    labels = [job_labels(cfg) for cfg in configs]
+    marks = {"round": Round.SIDE_BY_SIDE, "pair_id": uuid.uuid4().hex}
+    try:
+        jobs = [make_job(cfg, registry) for cfg in configs]
+        apart = [key for key in SHARED if getattr(jobs[0], key) != getattr(jobs[1], key)]
+        if apart:
+            raise ConfigError(f"a side-by-side pair must share its problem; {apart} differ")
+    except ConfigError as exc:
+        return [
+            dataclasses.replace(failed_before_start(cfg, labels[i], str(exc)), **marks)
+            for i, cfg in enumerate(configs)
+        ]
+    threads = min(jobs[0].timing.threads, thread_cap or jobs[0].timing.threads)
+    jobs = [
+        dataclasses.replace(j, timing=dataclasses.replace(j.timing, threads=threads)) for j in jobs
+    ]
+    started = datetime.now(timezone.utc)  # both rows: the pair's start
+    known = [
+        {**labels[i], **provenance(job), **marks, "started_at": started}
+        for i, job in enumerate(jobs)
+    ]
+    records: list[list[Any]] = [[], []]
+    stage = [0]  # whose stage runs: a failure is its own; the rival's row says so
+    with torch_threads(threads):
         try:
-            timings = _retime(top, registry)
-        except Exception as exc:  # the sweep's own figures stand; the answer says so
-            lines.append(f"{title}: not re-timed side by side ({type(exc).__name__}: {exc})")
-            continue
-        for index, timing in timings.items():
-            for field, value in dataclasses.asdict(timing).items():
-                rows[field] = rows[field].astype(object)
-                rows.loc[[index], field] = pd.Series([value], index=[index], dtype=object)
-            rows.loc[index, "timed_side_by_side"] = True
-        names = ", ".join(str(top.loc[i, "label"]) for i in timings)
-        blocks = next(iter(timings.values())).n_blocks
-        lines.append(f"{title}: {names} re-timed side by side ({blocks} interleaved blocks each)")
-    return rows, lines
+            _measure_pair(jobs, records, stage)
+            endings = [Ending(Status.OK), Ending(Status.OK)]
+        except Exception as exc:
+            raise_if_interrupt(exc)
+            endings = _endings(jobs, stage[0], *classify(exc))
+    return [combine(k, [*r, ending]) for k, r, ending in zip(known, records, endings, strict=True)]
 
 
-def _distinct(rows: pd.DataFrame) -> pd.DataFrame:
-    """Candidates running different code: ``auto`` is left out where the strategy it chose
-    was measured too (timing the same code twice settles nothing)."""
-    measured = set(rows["strategy"])
-    return rows[~((rows["strategy"] == "auto") & rows["chosen_strategy"].isin(measured))]
+def _endings(jobs: list[JobSpec], at: int, status: Status, message: str) -> list[Ending]:
+    """The failed contestant's own ending; its rival's says it was not timed side by side
+    (``at`` -1: the interleaved timing itself failed, both say why)."""
+    if at < 0:
+        return [Ending(status, message)] * 2
+    rival = f"not timed side by side: {jobs[at].strategy.name} failed ({message})"
+    return [Ending(status, message) if i == at else Ending(Status.FAILED, rival) for i in (0, 1)]
 
 
-def _retime(top: pd.DataFrame, registry: Registry) -> dict[Any, Timing]:
-    """The rows' strategies prepared on their (shared) problem, timed interleaved."""
-    first = top.iloc[0]
-    problem = build_problem(
-        json.loads(first["model_options"]),
-        parse_dtype(str(first["dtype"])),
-        resolve_device(str(first["device"])),
-        int(first["seed"]),
-    )
-    calls = {}
-    for index, row in top.iterrows():
-        options = json.loads(row["strategy_options"])
-        prep = registry.prepare(str(row["strategy"]), problem, **options)
-        calls[index] = lambda prep=prep: prep(problem.x)
-    with torch_threads(int(first["threads"])), torch.no_grad():
-        return side_by_side(calls)
+def _measure_pair(jobs: list[JobSpec], records: list[list[Any]], stage: list[int]) -> None:
+    """Each contestant prepared, called and judged on the one problem (its reference shared),
+    then both timed interleaved, then each one's memory."""
+    first = jobs[0]
+    problem = build_problem(first.model, first.dtype, first.device, first.seed)
+    shape = (problem.n_out, problem.n_in, problem.batch)
+    shared = None if sampled(*shape) else References(problem)
+    judged = []
+    for index, job in enumerate(jobs):
+        stage[0] = index
+        judged.append(judged_first_call(job, problem, records[index], shared))
+        check_interrupt()
+    stage[0] = -1
+    timed = side_by_side({i: (lambda p=j.prep: p(problem.x)) for i, j in enumerate(judged)})
+    for index, job in enumerate(jobs):
+        stage[0] = index
+        time_and_memory(
+            job, problem, judged[index].prep, records[index], judged[index].started, timed[index]
+        )

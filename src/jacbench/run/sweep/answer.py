@@ -19,24 +19,33 @@ from jacbench.run.sweep.state import SweepState
 
 def reused_note(rows: Any) -> str:
     """One line on the rows the answer reused from an earlier command (resume): how many and
-    when they were measured (their times were taken under that command's machine load)."""
+    when they were measured (their times were taken under that command's machine load), and
+    how many of them are stale (``reuse_stale=true``) and why."""
     if "resumed" not in rows or not rows["resumed"].any():
         return ""
-    when = rows.loc[rows["resumed"].astype(bool), "started_at"]
+    reused = rows[rows["resumed"].astype(bool)]
+    when = reused["started_at"]
     first, last = f"{when.min():%Y-%m-%d %H:%M}", f"{when.max():%Y-%m-%d %H:%M}"
     span = first if first == last else f"{first} to {last}"
+    changed = [str(s) for s in reused["stale"].fillna("") if s] if "stale" in reused else []
+    stale_text = (
+        f" {len(changed)} of them STALE, kept by reuse_stale=true "
+        f"({'; '.join(dict.fromkeys(changed))})."
+        if changed
+        else ""
+    )
     return (
         f"\n\nReused {len(when)} row(s) measured by earlier commands ({span} UTC, under that "
-        "load; force=true measures them again)."
+        f"load; force=true measures them again).{stale_text}"
     )
 
 
 def answer_experiment(
     state: SweepState, rows: Any, console: Any, retimed: list[str] | None = None
 ) -> tuple[str, bool]:
-    """Run the experiment's analysis on the recorded rows (the top candidates re-timed side
-    by side, ``retimed`` saying which); print it and save it as answer.md (a fenced block, so
-    markdown viewers keep its columns); returns the answer and whether the analysis gave one."""
+    """Run the experiment's analysis on the recorded rows (the side-by-side rows among them,
+    ``retimed`` saying which); print it and save it as answer.md (a fenced block, so markdown
+    viewers keep its columns); returns the answer and whether the analysis gave one."""
     path = Path(state.sweep_dir) / "answer.md"
     try:
         answer = load_analysis(str(state.analysis))(rows)

@@ -30,17 +30,18 @@ from omegaconf import DictConfig
 
 from jacbench.core.enums import LauncherKind
 from jacbench.core.errors import ConfigError
+from jacbench.record.result import Round
 from jacbench.record.text import one_line
 from jacbench.report.display import make_console
 from jacbench.run.claims import holder, sweep_holds_any
 from jacbench.run.identity import config_hash
-from jacbench.run.inputs import refusing
+from jacbench.run.inputs import check_round, check_strategy_options, refusing
 from jacbench.run.launchers import launcher_kind
 from jacbench.run.resume import count_as_done, reusable
 from jacbench.run.sweep import slurm
 from jacbench.run.sweep.lifecycle import close_sweep
 from jacbench.run.sweep.opening import open_sweep
-from jacbench.run.sweep.state import SweepState, results_dir
+from jacbench.run.sweep.state import SweepState, record_files, results_dir
 
 POLL_S = 1.0
 PENDING_REPORT_S = 60.0  # say which SLURM tasks pend (and why) after this long, then as often
@@ -66,10 +67,10 @@ def list_jobs(params: Mapping[str, Any], arguments: Sequence[str], loader: Any) 
     return [list(job) for job in itertools.product(*values.values())]
 
 
-def batches(jobs: int, size: int | None) -> list[list[int]]:
+def batches(positions: Sequence[int], size: int | None) -> list[list[int]]:
     """The jobs' positions, ``size`` at a time (None: all at once)."""
-    step = size or jobs or 1
-    return [list(range(start, min(start + step, jobs))) for start in range(0, jobs, step)]
+    step = size or len(positions) or 1
+    return [list(positions[start : start + step]) for start in range(0, len(positions), step)]
 
 
 @dataclass
@@ -78,6 +79,7 @@ class Sweep:
     launcher they are handed to."""
 
     config: DictConfig
+    loader: Any  # Hydra's ConfigLoader: composes the jobs the sweep adds
     launcher: Any  # Hydra's Launcher, as the sweeper instantiated it
     jobs: list[list[str]]
     configs: list[DictConfig]
@@ -89,12 +91,25 @@ class Sweep:
         return Path(str(self.config.hydra.runtime.cwd))
 
     def run(self, max_batch_size: int | None) -> None:
-        for batch in batches(len(self.jobs), max_batch_size):
+        """The jobs, then a preset's side-by-side jobs (``second_round``)."""
+        self.run_jobs(range(len(self.jobs)), max_batch_size)
+        if self.state.analysis and self.state.side_by_side:
+            self.second_round(max_batch_size)
+
+    def run_jobs(self, positions: Sequence[int], max_batch_size: int | None) -> None:
+        elsewhere = launcher_kind(self.config.hydra.launcher) == LauncherKind.OTHER
+        for batch in batches(positions, max_batch_size):
             waiting = []
             todo = []
             for position in batch:
                 cfg = self.configs[position]
-                found = reusable(cfg, self.launch_dir, bool(cfg.get("force")))
+                found = reusable(
+                    cfg,
+                    self.launch_dir,
+                    bool(cfg.get("force")),
+                    self.state.pair(position),
+                    elsewhere=elsewhere,
+                )
                 if found is not None:
                     count_as_done(self.state, position, found, "already done", self.console)
                 elif self._held_elsewhere(position):
@@ -105,9 +120,42 @@ class Sweep:
             for position in waiting:
                 self._after_the_other_sweep(position)
 
+    def second_round(self, max_batch_size: int | None) -> None:
+        """One job per problem of a preset: the contested pair of its first round's rows
+        (``retiming.contested_pairs``) timed again side by side, where the jobs run."""
+        from jacbench.record.parquet import read_files  # pandas: once the first round is in
+        from jacbench.run.sweep.retiming import contested_pairs
+
+        records = {r["job_num"]: r for r in self.state.job_records()}
+        files = {str(f): num for num, r in records.items() for f in record_files(r)}
+        rows = read_files([Path(f) for f in files])
+        if not len(rows):
+            return
+        rows["job_num"] = [files[f] for f in rows["_file"]]
+        first = len(self.jobs)
+        for pair in contested_pairs(rows, self.configs):
+            overrides = [*self.jobs[pair.jobs[0]], f"round={Round.SIDE_BY_SIDE}"]
+            self.state.save_pair(len(self.jobs), pair)
+            self.jobs.append(overrides)
+            self.configs.append(self.loader.load_sweep_config(self.config, overrides))
+        if len(self.jobs) == first:
+            return
+        self.state.total = len(self.jobs)
+        self.state.save()
+        self.console.print(
+            f"Timing the best two of {len(self.jobs) - first} problem(s) again, side by side: "
+            f"job(s) {first}-{len(self.jobs) - 1}"
+        )
+        self.run_jobs(range(first, len(self.jobs)), max_batch_size)
+
+    def _key(self, position: int) -> str:
+        """What the job at ``position`` claims: its config, or its pair."""
+        pair = self.state.pair(position)
+        return pair.key if pair is not None else config_hash(self.configs[position])
+
     def _held_elsewhere(self, position: int) -> bool:
         cfg = self.configs[position]
-        owner = holder(results_dir(cfg, self.launch_dir), config_hash(cfg))
+        owner = holder(results_dir(cfg, self.launch_dir), self._key(position))
         if owner is None or owner.get("sweep") == self.state.sweep_id:
             return False
         self.console.print(
@@ -117,12 +165,12 @@ class Sweep:
         return True
 
     def _after_the_other_sweep(self, position: int) -> None:
-        """Once the other sweep lets the job go: its row counted, or the job run here."""
+        """Once the other sweep lets the job go: its rows counted, or the job run here."""
         cfg = self.configs[position]
-        folder, key = results_dir(cfg, self.launch_dir), config_hash(cfg)
+        folder, key = results_dir(cfg, self.launch_dir), self._key(position)
         while holder(folder, key) is not None:
             time.sleep(POLL_S)
-        found = reusable(cfg, self.launch_dir, force=False)
+        found = reusable(cfg, self.launch_dir, False, self.state.pair(position))
         if found is not None:
             count_as_done(self.state, position, found, "done by another sweep", self.console)
         else:
@@ -206,10 +254,16 @@ def run_sweep(
     with refusing():
         jobs = list_jobs(params, arguments, loader)
     configs = [loader.load_sweep_config(config, job) for job in jobs]  # validates each
+    with refusing():
+        from jacbench.core.registry import load_registry  # torch: the strategies' options
+
+        check_strategy_options(configs, load_registry())
+        for cfg in configs:
+            check_round(cfg.get("round"), single_run=True)
     state = open_sweep(config, len(jobs))
     stopped_by = ""
     try:
-        Sweep(config, launcher, jobs, configs, state).run(max_batch_size)
+        Sweep(config, loader, launcher, jobs, configs, state).run(max_batch_size)
     except KeyboardInterrupt as exc:
         stopped_by = str(exc) or "Ctrl-C"  # Terminated carries the signal's name
         raise

@@ -22,7 +22,7 @@ from jacbench.record.run_ids import run_ids
 from jacbench.record.sync import sync_file
 from jacbench.run.claims import boot_id
 from jacbench.run.orphans import pid_alive
-from jacbench.run.sweep.state import STATE_DIR, SweepState
+from jacbench.run.sweep.state import STATE_DIR, SweepState, record_files
 
 RUNNING_SWEEPS = "tags.`jacbench.role` = 'sweep' and attributes.status = 'RUNNING'"
 
@@ -90,8 +90,7 @@ def close_left_open(tracking: Tracking, skip: str = "") -> list[str]:
         if state is None or why is None:
             continue
         for record in state.job_records():
-            if record.get("untracked"):
-                row = Path(record["result_file"])
+            for row in record_files(record) if record.get("untracked") else []:
                 with contextlib.suppress(Exception):  # its own row: sync names it
                     sync_file(row, tracking, run_ids(row.parent), run_id)
         try:

@@ -17,6 +17,7 @@ from hydra.core.hydra_config import HydraConfig
 from omegaconf import DictConfig
 
 from jacbench.record.atomic import write_atomic
+from jacbench.run.pair import Pair
 
 STATE_DIR = ".jacbench"
 UNWRITTEN = "unwritten"  # rows the results folder could not take, beside the sweep's state
@@ -102,6 +103,17 @@ class SweepState:
         with contextlib.suppress(OSError):  # then the next job tries, and says so, again
             write_atomic(self.folder / TRACKING_DOWN, why)
 
+    def save_pair(self, num: int, pair: Pair) -> None:
+        """Job ``num`` of the sweep re-times ``pair`` side by side."""
+        write_atomic(self.folder / "pairs" / f"{num}.json", pair.to_json())
+
+    def pair(self, num: int) -> Pair | None:
+        """The pair job ``num`` re-times (None: a first-round job)."""
+        try:
+            return Pair.from_json((self.folder / "pairs" / f"{num}.json").read_text())
+        except FileNotFoundError:
+            return None
+
     def job_records(self) -> list[dict[str, Any]]:
         jobs = self.folder / "jobs"
         return [json.loads(p.read_text()) for p in sorted(jobs.glob("*.json"))]
@@ -115,14 +127,29 @@ def current_sweep() -> SweepState | None:
 
 
 def job_record(
-    num: int, result_file: Path, status: str, resumed: bool, untracked: bool = False
+    num: int,
+    result_files: list[Path],
+    status: str,
+    resumed: bool,
+    untracked: bool = False,
+    stale: str = "",
 ) -> dict[str, Any]:
+    """What the sweep notes of a job once it is done: its rows (two for a side-by-side job),
+    whether they were reused from an earlier command, and if so, what changed since they
+    were measured (``stale``, reused with ``reuse_stale=true``)."""
     return {
         "job_num": num,
-        "result_file": str(result_file),
+        "result_files": [str(path) for path in result_files],
         "status": status,
         "resumed": resumed,
         "untracked": untracked,  # tracking was on and failed: the sweep exits 1
+        "stale": stale,
         "finished_at": datetime.now(timezone.utc).isoformat(),
         "pid": os.getpid(),
     }
+
+
+def record_files(record: dict[str, Any]) -> list[Path]:
+    """The rows a job's record names (an earlier jacbench's names one: ``result_file``)."""
+    files = record.get("result_files")
+    return [Path(f) for f in (files if files is not None else [record["result_file"]])]

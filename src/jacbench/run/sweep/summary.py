@@ -15,12 +15,19 @@ from jacbench.core.enums import Status
 from jacbench.record.mlflow_run import ParentOutcome
 from jacbench.record.parquet import SCHEMA, read_files, write_table
 from jacbench.report.display import summary_table
-from jacbench.run.sweep.answer import answer_experiment
-from jacbench.run.sweep.state import UNWRITTEN, SweepState
+from jacbench.run.sweep.answer import answer_experiment, reused_note
+from jacbench.run.sweep.state import UNWRITTEN, SweepState, record_files
+
+_EMPTY = {"job_num": 0, "resumed": False, "stale": ""}  # a job's record from before a column
 
 # Every column may be empty: a sweep's rows may come from any earlier jacbench (resumed).
+# ``stale``: what changed since a reused row was measured (reuse_stale=true), "" otherwise.
 SUMMARY_SCHEMA = pa.schema(
-    [pa.field("job_num", pa.int64()), pa.field("resumed", pa.bool_())]
+    [
+        pa.field("job_num", pa.int64()),
+        pa.field("resumed", pa.bool_()),
+        pa.field("stale", pa.string()),
+    ]
     + [f.with_nullable(True) for f in SCHEMA]
 )
 
@@ -44,7 +51,7 @@ def summarise(state: SweepState, console: Any) -> ParentOutcome:
     """Collect the jobs' rows, write the summary (and answer, report), print the table;
     returns what the parent run shows."""
     records = {r["job_num"]: r for r in state.job_records()}
-    gone = sorted(n for n, r in records.items() if not Path(r["result_file"]).exists())
+    gone = sorted(n for n, r in records.items() if not all(f.exists() for f in record_files(r)))
     if gone:  # e.g. results/ deleted while the sweep ran: counted without a record
         print(
             f"jacbench: the rows of job(s) {', '.join(map(str, gone))} were recorded and are "
@@ -53,12 +60,13 @@ def summarise(state: SweepState, console: Any) -> ParentOutcome:
             file=sys.stderr,
         )
         records = {n: r for n, r in records.items() if n not in gone}
-    rows = read_files([Path(r["result_file"]) for r in records.values()])
+    by_file = {str(f): r for r in records.values() for f in record_files(r)}
+    rows = read_files([Path(f) for f in by_file])
     if len(rows):
-        by_file = {r["result_file"]: r for r in records.values()}
-        rows["job_num"] = [by_file[f]["job_num"] for f in rows["_file"]]
-        rows["resumed"] = [by_file[f]["resumed"] for f in rows["_file"]]
-        rows = rows.drop(columns="_file").sort_values("job_num").reset_index(drop=True)
+        for column in ("job_num", "resumed", "stale"):
+            rows[column] = [by_file[f].get(column) or _EMPTY[column] for f in rows["_file"]]
+        rows = rows.drop(columns="_file").sort_values(["job_num", "started_at"], kind="stable")
+        rows = rows.reset_index(drop=True)
     missing = sorted(set(range(state.total)) - set(records))
     summary_path = Path(state.sweep_dir) / "summary.parquet"
     not_written = write_summary(summary_path, rows)
@@ -66,28 +74,29 @@ def summarise(state: SweepState, console: Any) -> ParentOutcome:
     untracked = untracked_jobs(records.values())
     counts = {s.value: int((rows["status"] == s).sum()) if len(rows) else 0 for s in Status}
     n_resumed = int(rows["resumed"].sum()) if len(rows) else 0
+    n_stale = int((rows["stale"] != "").sum()) if len(rows) else 0
     if records:
         console.print(summary_table(rows, missing))
     failed = counts["failed"] > 0 or bool(missing or not_written or aside or untracked)
+    in_rows = f" ({len(rows)} rows)" if len(rows) != len(records) else ""
     console.print(
-        f"[bold]{len(rows)}/{state.total} jobs recorded[/]: {counts['ok']} ok, "
+        f"[bold]{len(records)}/{state.total} jobs recorded[/]{in_rows}: {counts['ok']} ok, "
         f"{counts['failed']} failed, {counts['skipped']} skipped, {n_resumed} already done "
-        f"(resumed), {len(missing)} without a record. "
-        + (f"Summary: {summary_path}" if not not_written else "No summary file.")
+        f"(resumed{f', {n_stale} of them STALE' if n_stale else ''}), {len(missing)} without "
+        "a record. " + (f"Summary: {summary_path}" if not not_written else "No summary file.")
     )
+    reused = reused_note(rows).strip() if len(rows) else ""
+    if reused and not state.analysis:  # a preset's answer says it
+        console.print(reused)
     if counts["ok"]:
         print_recommendations(rows, console)
     artifacts = [Path(state.sweep_dir) / "multirun.yaml"]
     artifacts += [summary_path] if not not_written else []
     answer = ""
     if state.analysis and len(rows):
-        retimed: list[str] = []
-        if state.side_by_side:
-            from jacbench.core.registry import load_registry  # torch: where a preset answers
-            from jacbench.run.side_by_side import retime_top
+        from jacbench.run.sweep.retiming import side_by_side_lines  # pandas: where it answers
 
-            rows, retimed = retime_top(rows, load_registry())
-        answer, answered = answer_experiment(state, rows, console, retimed)
+        answer, answered = answer_experiment(state, rows, console, side_by_side_lines(rows))
         failed = failed or not answered
         artifacts.append(Path(state.sweep_dir) / "answer.md")
     images: dict[str, Path] = {}
@@ -109,7 +118,10 @@ def summarise(state: SweepState, console: Any) -> ParentOutcome:
             console.print(f"[bold yellow]could not write the report: {exc}[/]")
     metrics = {f"n_{k}": float(v) for k, v in counts.items()}
     metrics.update(
-        n_jobs=float(state.total), n_resumed=float(n_resumed), n_missing=float(len(missing))
+        n_jobs=float(state.total),
+        n_resumed=float(n_resumed),
+        n_stale=float(n_stale),
+        n_missing=float(len(missing)),
     )
     outcome = ParentOutcome(
         metrics,
@@ -121,9 +133,10 @@ def summarise(state: SweepState, console: Any) -> ParentOutcome:
     )
     if state.tracking and state.parent_run_id and len(rows):
         sweep_line = (
-            f"Sweep: `{' '.join(state.overrides) or '(no overrides)'}`: {len(rows)}/"
-            f"{state.total} jobs recorded, {counts['ok']} ok, {counts['failed']} failed, "
-            f"{counts['skipped']} skipped, {len(missing)} without a record."
+            f"Sweep: `{' '.join(state.overrides) or '(no overrides)'}`: {len(records)}/"
+            f"{state.total} jobs recorded{in_rows}, {counts['ok']} ok, {counts['failed']} "
+            f"failed, {counts['skipped']} skipped, {len(missing)} without a record."
+            + (f" {reused}" if reused else "")
         )
         try:
             from jacbench.report.overview import jobs_table, overview  # matplotlib: lazily
@@ -160,7 +173,9 @@ def artifact_links(state: SweepState, images: dict[str, Path]) -> dict[str, str]
 def unwritten_rows(state: SweepState, records: Iterable[dict[str, Any]]) -> str:
     """Say where the rows the results folder could not take are kept ("" when none)."""
     aside = sorted(
-        r["job_num"] for r in records if Path(r["result_file"]).parent == state.folder / UNWRITTEN
+        r["job_num"]
+        for r in records
+        if any(f.parent == state.folder / UNWRITTEN for f in record_files(r))
     )
     if not aside:
         return ""

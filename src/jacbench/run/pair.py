@@ -1,0 +1,67 @@
+"""A side-by-side job of a preset's sweep: a problem's contested pair (the recommendation's
+best and runner-up from the first round's rows), timed again interleaved in one job that
+writes one row for each (``round`` side_by_side, one ``pair_id``). The sweeper chooses the
+pair (``jacbench.run.sweep.retiming``) and keeps it in the sweep's state; the job reads it
+there and runs it (``jacbench.run.side_by_side``). No torch here: the sweeper and claims need
+only this."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from dataclasses import asdict, dataclass
+from datetime import datetime
+from typing import Any
+
+from omegaconf import DictConfig, OmegaConf
+
+from jacbench.run.identity import IDENTITY_KEYS, config_hash, plain
+
+# What a contestant's job needs of its config besides its identity.
+CONTESTANT_KEYS = (*IDENTITY_KEYS, "jacobian_max_entries")
+
+
+def contestant(cfg: DictConfig) -> dict[str, Any]:
+    """A first-round job's config as the pair keeps it: what its measurement needs, resolved."""
+    return {key: plain(cfg[key]) for key in CONTESTANT_KEYS}
+
+
+@dataclass(frozen=True)
+class Pair:
+    """Two first-round jobs of one problem, re-timed side by side."""
+
+    problem: str  # the problem's title, as the report names it
+    labels: tuple[str, str]  # best and runner-up, as the recommendation names them
+    jobs: tuple[int, int]  # their positions in the sweep
+    configs: tuple[dict[str, Any], dict[str, Any]]  # ``contestant`` of each
+    after: str  # ISO time of the newer of their first-round rows: a re-timing is newer
+
+    def contestant_configs(self) -> list[DictConfig]:
+        return [OmegaConf.create(config) for config in self.configs]
+
+    def hashes(self) -> list[str]:
+        return [config_hash(cfg) for cfg in self.contestant_configs()]
+
+    @property
+    def key(self) -> str:
+        """What the job measures, for its claim: the two configs, after their first round."""
+        blob = json.dumps(["side_by_side", sorted(self.hashes()), self.after])
+        return hashlib.sha256(blob.encode()).hexdigest()[:16]
+
+    @property
+    def measured_after(self) -> datetime:
+        return datetime.fromisoformat(self.after)
+
+    def to_json(self) -> str:
+        return json.dumps(asdict(self), indent=1)
+
+    @classmethod
+    def from_json(cls, text: str) -> Pair:
+        data = json.loads(text)
+        return cls(
+            data["problem"],
+            tuple(data["labels"]),
+            tuple(data["jobs"]),
+            tuple(data["configs"]),
+            data["after"],
+        )

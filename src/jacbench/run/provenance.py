@@ -1,0 +1,176 @@
+"""What made a row besides its config: jacbench's version, the measuring code, torch, the
+device and the machine (``Provenance``). A job records it in its row; a rerun reuses a row only
+while all of it is unchanged (``stale_reason`` says what changed; ``jacbench.run.resume``).
+
+The measuring code is known by a digest of its source files (``code_digest``): jacbench's
+core, strategies, timing and models packages and its runner, plus the strategy's own module
+and the model's where they live outside jacbench (a plugin, a user's model). A file's digest
+is kept while its size and modification time stay the same, so a sweep asks for it per job
+at the cost of a few ``stat`` calls.
+"""
+
+from __future__ import annotations
+
+import functools
+import hashlib
+import importlib.util
+import platform
+import socket
+import sys
+from collections.abc import Iterable, Mapping
+from dataclasses import asdict, dataclass
+from pathlib import Path
+from typing import Any
+
+from jacbench.core.version import VERSION
+
+JACBENCH = Path(__file__).resolve().parents[1]  # the jacbench package
+# The code a measurement runs: a change in any of it may change a time or an answer.
+MEASURING = ("core", "strategies", "timing", "models", "run/runner.py")
+
+
+@functools.cache
+def cpu_model() -> str:
+    """The processor's name (/proc/cpuinfo on Linux)."""
+    try:
+        for line in Path("/proc/cpuinfo").read_text().splitlines():
+            if line.startswith("model name"):
+                return line.split(":", 1)[1].strip()
+    except OSError:
+        pass
+    return platform.processor() or platform.machine()
+
+
+def hostname() -> str:
+    return socket.gethostname()
+
+
+def device_name(device: Any) -> str:
+    """The device's model (a GPU's name), "cpu" on the CPU (``device``: a torch.device)."""
+    if device.type == "cuda":
+        import torch
+
+        return torch.cuda.get_device_name(device)
+    return "cpu"
+
+
+@functools.lru_cache(maxsize=4096)
+def _file_digest(path: str, size: int, mtime_ns: int) -> str:
+    return hashlib.sha256(Path(path).read_bytes()).hexdigest()
+
+
+def _files(root: Path, parts: Iterable[str]) -> list[Path]:
+    found: list[Path] = []
+    for part in parts:
+        path = root / part
+        found += sorted(path.rglob("*.py")) if path.is_dir() else [path] if path.is_file() else []
+    return found
+
+
+def digest_of(files: Iterable[Path]) -> str:
+    """One hash of the files' contents (and their names, so a moved file counts)."""
+    total = hashlib.sha256()
+    for path in files:
+        stat = path.stat()
+        digest = _file_digest(str(path), stat.st_size, stat.st_mtime_ns)
+        total.update(f"{path.name}\0{digest}\0".encode())
+    return total.hexdigest()[:16]
+
+
+def module_file(name: str) -> Path | None:
+    """The source file of module ``name`` (imported or not), None where it has none."""
+    module = sys.modules.get(name)
+    where = getattr(module, "__file__", None)
+    if where is None:
+        try:
+            spec = importlib.util.find_spec(name)
+        except (ImportError, ValueError):
+            return None
+        where = spec.origin if spec is not None and spec.has_location else None
+    return Path(where).resolve() if where else None
+
+
+def _target_module(target: str) -> str | None:
+    """The module part of a Hydra ``_target_`` (``pkg.mod.Class`` -> ``pkg.mod``)."""
+    parts = target.split(".")
+    for end in range(len(parts) - 1, 0, -1):
+        name = ".".join(parts[:end])
+        if module_file(name) is not None:
+            return name
+    return None
+
+
+def measuring_files(strategy_module: str, model_target: str = "") -> list[Path]:
+    """jacbench's measuring code, plus the strategy's and the model's modules outside it."""
+    files = _files(JACBENCH, MEASURING)
+    for name in filter(None, [strategy_module, _target_module(model_target)]):
+        path = module_file(name)
+        if path is not None and JACBENCH not in path.parents and path not in files:
+            files.append(path)
+    return files
+
+
+def code_digest(strategy_module: str, model_target: str = "") -> str:
+    return digest_of(measuring_files(strategy_module, model_target))
+
+
+@dataclass(frozen=True)
+class Provenance:
+    """What made a row besides its config (``Result`` columns of the same names)."""
+
+    jacbench_version: str
+    code_digest: str
+    torch_version: str
+    device_name: str
+    hostname: str
+    cpu_model: str
+
+    def columns(self) -> dict[str, str]:
+        return asdict(self)
+
+
+# How each part is named when it changed
+PARTS = {
+    "jacbench_version": "jacbench",
+    "code_digest": "the measuring code",
+    "torch_version": "torch",
+    "device_name": "the device",
+    "hostname": "the host",
+    "cpu_model": "the CPU",
+}
+
+
+def provenance(strategy_module: str, model: Mapping[str, Any], device_name: str) -> Provenance:
+    """This process's provenance for a job of the strategy defined in ``strategy_module``
+    on ``model`` (its config) and the device named ``device_name``."""
+    import torch
+
+    target = str(model.get("_target_") or "")
+    return Provenance(
+        jacbench_version=VERSION,
+        code_digest=code_digest(strategy_module, target),
+        torch_version=torch.__version__,
+        device_name=device_name,
+        hostname=hostname(),
+        cpu_model=cpu_model(),
+    )
+
+
+def stale_reason(row: Mapping[str, Any], here: Provenance) -> str:
+    """What changed since ``row`` was measured ("" when nothing did): e.g. ``torch 2.12.0 ->
+    2.13.0, the measuring code``. A row of an earlier jacbench lacks these columns: stale."""
+    recorded = {name: str(row.get(name) or "") for name in PARTS}
+    if not any(recorded[name] for name in ("jacbench_version", "code_digest", "hostname")):
+        return "measured by a jacbench that did not record its code, version and machine"
+    changed = []
+    for name, now in here.columns().items():
+        then = recorded[name]
+        if then == now:
+            continue
+        if not then:
+            changed.append(f"{PARTS[name]} (not recorded)")
+        elif name == "code_digest":
+            changed.append(PARTS[name])
+        else:
+            changed.append(f"{PARTS[name]} {then} -> {now}")
+    return ", ".join(changed)
