@@ -299,6 +299,22 @@ def test_a_figure_stars_only_a_settled_winner(tmp_path, monkeypatch):
     assert [set(p.values()) for p in picks] == [{""}, {"auto"}]
 
 
+def test_a_sweep_of_many_problems_draws_no_figure_per_job(tmp_path):
+    """The map (150 problems, 1950 job runs): a figure on every job run cost ~10 minutes at
+    the sweep's end; above MOST_PROBLEMS the report's figures serve instead."""
+    from jacbench.report import job_figures
+
+    rows = frame(
+        *(
+            timed_row(name, ms, 0.02, model=model, job_id=f"{model}-{name}")
+            for model in ("a", "b")
+            for name, ms in (("jacrev", 1.0), ("jacfwd", 2.0))
+        )
+    )
+    assert len(set(job_figures.time_figures(rows, tmp_path / "two").values())) == 2
+    assert job_figures.time_figures(rows, tmp_path / "one", most=1) == {}
+
+
 def test_the_same_code_timed_apart_is_said_to_disagree_without_blaming_a_load_change():
     """Issue 42: an answer blamed "load changed" while quoting CPU/wall 0.60 vs 0.63."""
     rows = frame(
