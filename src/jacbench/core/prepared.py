@@ -68,6 +68,9 @@ class Declared:
     value_and_jac: ValueAndJacobianFn | None = None
     mode: Mode | None = None  # the mode the Jacobian is computed in (auto: its choice's)
     tiers: Tiers | None = None  # auto: the tier it is in, and how to reach the last now
+    # whether every call takes turns under TORCH_STATE; None: by the strategy's mode (forward
+    # mode does). A traced graph uses no forward AD at its calls, only when traced again.
+    serial: bool | None = None
 
 
 def _describe(shape: tuple[int, ...], dtype: torch.dtype, device: torch.device) -> str:

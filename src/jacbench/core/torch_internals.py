@@ -57,12 +57,25 @@ def fake_tensor(mode: Any, x: torch.Tensor) -> torch.Tensor:
     return mode.from_tensor(x)
 
 
-def inductor_compile(graph: fx.GraphModule, x: torch.Tensor, options: dict) -> Callable:
+def inductor_compile(
+    graph: fx.GraphModule, x: torch.Tensor, options: dict, cache: bool = True
+) -> Callable:
     """An aten graph compiled by inductor directly, without dynamo (nothing left to trace,
-    no guards checked at each call)."""
+    no guards checked at each call), specialised to ``x``'s shape. Through inductor's
+    ``standalone_compile``, whose fake mode has a shape environment: inductor's FX graph
+    cache (and AOT autograd's) then applies where ``cache`` (``torch._inductor.compile``
+    bypasses it, "No shape env": a compile cost seconds in every process). A cache entry
+    is keyed by the graph, its inputs' shapes and strides, torch's version and the
+    compile options, and the graph's constants are inputs of the compiled code, not part of
+    it (two models of one architecture share an entry)."""
     import torch._inductor
 
-    return torch._inductor.compile(graph, [x], options=options)
+    return torch._inductor.standalone_compile(
+        graph,
+        [x],
+        dynamic_shapes="from_example_inputs",
+        options={"config_patches": {**options, "fx_graph_cache": cache}},
+    )
 
 
 def op_schema(target: object) -> Any | None:

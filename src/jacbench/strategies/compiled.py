@@ -15,8 +15,9 @@ from dataclasses import dataclass
 import torch
 
 from jacbench.core import torch_internals
+from jacbench.core.cache import cache_folder
 from jacbench.core.errors import RetraceStorm
-from jacbench.core.fold import fold, optimised, traced, transpose_narrow
+from jacbench.core.fold import ValueDependent, fold, optimised, traced, transpose_narrow
 from jacbench.core.hoist import hoist
 from jacbench.core.prepared import TORCH_STATE
 from jacbench.core.problem import FunctionModule, Problem
@@ -111,7 +112,9 @@ def compile_graph(graph: torch.fx.GraphModule, x: torch.Tensor, mode: str = "def
     try:
         with warnings.catch_warnings(), autograd_state_kept():
             warnings.simplefilter("ignore", FutureWarning)  # inductor's own deprecations
-            compiled = torch_internals.inductor_compile(graph, x, options)
+            compiled = torch_internals.inductor_compile(
+                graph, x, options, cache_folder("inductor") is not None
+            )
             compiled(x)
     except Exception as exc:
         reason = " ".join(str(exc).split())[:300]
@@ -124,8 +127,11 @@ def compile_graph(graph: torch.fx.GraphModule, x: torch.Tensor, mode: str = "def
     return call
 
 
-def _watched(problem: Problem, f: Callable) -> Watch:
-    """What f can reach, as it is now (``jacbench.core.watch``); refused where too much."""
+def watched(problem: Problem) -> Watch:
+    """What f can reach, as it is now (``jacbench.core.watch``); refused where too much.
+    f is called once (what it writes itself is not watched): in the thread that calls the
+    Jacobian, never beside it (a change made meanwhile would pass for f's own write)."""
+    f = problem.f if problem.batch == 1 else problem.f_many
     module = problem.module
     roots = [module.fn] if isinstance(module, FunctionModule) else [module]
     try:
@@ -141,30 +147,33 @@ def _watched(problem: Problem, f: Callable) -> Watch:
 
 
 def retraced(
-    problem: Problem, fn: Callable, compile: bool, mode: str = "default", storm: str = "warn"
+    problem: Problem,
+    transforms: Callable[[], list[Callable]],
+    compile: bool,
+    mode: str = "default",
+    storm: str = "warn",
+    watch: Watch | None = None,
 ) -> Callable:
-    """``fn`` (a transform of the problem's f) traced once into an aten graph
-    (``jacbench.core.fold``: f checked with fake tensors first, so a graph that depends on
-    values is refused), its broadcast products folded, and compiled by inductor where
-    ``compile`` (else what it builds from shapes alone is computed once:
+    """A transform of the problem's f (the first of ``transforms()`` that traces) traced
+    once into an aten graph (``jacbench.core.fold``: f checked with fake tensors first, so a
+    graph that depends on values is refused), its broadcast products folded, and compiled
+    by inductor where ``compile`` (else what it builds from shapes alone is computed once:
     ``jacbench.core.hoist``; compiled, narrow products transposed:
-    ``jacbench.core.fold.transpose_narrow``), every pass kept valid for any strides and every
-    output a new tensor (``jacbench.core.fold.optimised``). Traced again when anything the
-    graph froze changed (``jacbench.core.watch``: a parameter replaced, a plain attribute, a
-    dict value or a helper's global changed; ``Retraced`` says what a storm of them does)."""
+    ``jacbench.core.fold.transpose_narrow``), every pass kept valid for any strides and
+    every output a new tensor (``jacbench.core.fold.optimised``). Traced again when
+    anything the graph froze changed (``jacbench.core.watch``: a parameter replaced, a plain
+    attribute, a dict value or a helper's global changed; ``Retraced`` says what a storm of
+    them does). ``watch``: what f reads, as it was before the first trace (made in the
+    caller's thread where the trace runs in another: ``watched``)."""
     f = problem.f if problem.batch == 1 else problem.f_many
+    given = [watch] if watch is not None else []
 
     def build() -> tuple[Callable, Watch]:
         with TORCH_STATE:  # make_fx and forward AD are process-wide: one trace at a time
-            try:
-                with torch.enable_grad():
-                    graph = traced(fn, f, problem.x)
-            except Exception as exc:  # e.g. Python branching on values: no graph for all x
-                reason = " ".join(str(exc).split())[:300]
-                raise StrategySkip(
-                    f"cannot trace f into one graph: {type(exc).__name__}: {reason}"
-                ) from exc
-            watch = _watched(problem, f)
+            # what f reads, as it is before the trace: a change meanwhile (by another
+            # thread) is a change at the first call
+            watch = given.pop() if given else watched(problem)
+            graph = _first_traced(transforms, f, problem.x)
             if not compile:  # inductor fuses the basis into its kernels: hoisted, 0.99-1.08x
                 # eager: the tangent basis and its slices built once (0.84x a call)
                 return optimised(graph, problem.x, [_folded, _hoisted]), watch
@@ -172,6 +181,27 @@ def retraced(
             return compile_graph(graph, problem.x, mode), watch
 
     return Retraced(build, storm)
+
+
+def _first_traced(
+    transforms: Callable[[], list[Callable]], f: Callable, x: torch.Tensor
+) -> torch.fx.GraphModule:
+    """The graph of the first of ``transforms()`` that traces; a skip naming why none does
+    (e.g. Python branching on values: no graph for all x)."""
+    failure: Exception | None = None
+    try:
+        with torch.enable_grad():
+            for fn in transforms():
+                try:
+                    return traced(fn, f, x)
+                except ValueDependent:
+                    raise
+                except Exception as exc:  # e.g. a backward pass that cannot be differentiated
+                    failure = exc
+    except Exception as exc:
+        failure = exc
+    reason = " ".join(str(failure).split())[:300]
+    raise StrategySkip(f"cannot trace f into one graph: {type(failure).__name__}: {reason}")
 
 
 class Retraced:
