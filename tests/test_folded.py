@@ -153,11 +153,14 @@ def test_auto_stays_eager_while_the_calls_have_not_paid_for_compiling():
         value, jac = prep.value_and_jacobian(problem.x)
         torch.testing.assert_close(value, problem.f(problem.x))
         torch.testing.assert_close(jac, jacobian_at(problem, problem.x))
+    assert prep.tiers.join()
     assert prep.one_pass
-    assert (prep.info.tier, prep.info.decided_by) == ("eager", "rule")
-    # nothing to build, nothing of torch's compiler imported: plain reverse-mode autograd
+    # nothing traced or compiled: plain reverse-mode autograd, its backward passes batched
+    # at once where what that imports (sympy) is imported already (a move that costs nothing)
+    assert (prep.info.tier, prep.info.decided_by) in (("eager", "rule"), ("batched", "rule"))
     assert prep.info.chosen_strategy == "double_backward"
-    assert 0 < prep.tiers.spent_s < prep.tiers.stages[0].estimate_s()
+    assert [stage.tier for stage in prep.tiers.stages][-2:] == ["folded", "compiled"]
+    assert 0 <= prep.tiers.spent_s < prep.tiers.stages[0].estimate_s()
 
 
 def test_a_tier_that_cannot_compile_stays_eager_and_says_why():

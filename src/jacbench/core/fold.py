@@ -34,14 +34,16 @@ class ValueDependent(ValueError):
     result whose size depends on them."""
 
 
-def traced(fn: Callable, f: Callable, x: torch.Tensor) -> fx.GraphModule:
+def traced(fn: Callable, f: Callable | None, x: torch.Tensor) -> fx.GraphModule:
     """``fn`` (a transform of ``f``) as an aten graph, once ``f`` is shown to hold one graph
-    for every point of ``x``'s shape: no Python branching on values (the fake trace), no
-    operation whose output size depends on values (boolean masks, nonzero, unique)."""
-    try:
-        torch_internals.trace_shapes_only(f, x)
-    except Exception as exc:
-        raise ValueDependent(f"{type(exc).__name__}: {exc}") from exc
+    for every point of ``x``'s shape: no Python branching on values (the fake trace; None:
+    shown already), no operation whose output size depends on values (boolean masks,
+    nonzero, unique)."""
+    if f is not None:
+        try:
+            torch_internals.trace_shapes_only(f, x)
+        except Exception as exc:
+            raise ValueDependent(f"{type(exc).__name__}: {exc}") from exc
     graph = torch_internals.aten_graph(fn, x)
     for node in graph.graph.nodes:
         if _by_values(node):

@@ -56,6 +56,7 @@ class Stage:
     cost_s: float
     imports_s: Callable[[], float] = field(default=_nothing_more, compare=False)
     ready: Callable[[], Callable[[], Prepared]] | None = field(default=None, compare=False)
+    traced: bool = False  # a traced graph: a retrace storm sends the Jacobian back before it
 
     def estimate_s(self) -> float:
         return self.cost_s + self.imports_s()
@@ -95,9 +96,9 @@ class Tiered:
     cannot be built (``StrategySkip``) ends the moves, and ``why`` says why; one that fails
     otherwise, or whose first answer ``check`` rejects, ends them too (``refused``), as does
     a traced tier whose graph must be traced again at every call (``RetraceStorm``: back to
-    the first tier). ``x0``: the prepared (flat) point, where ``settle`` checks each new
-    tier. ``background``: build in a thread of its own while the calls go on (else on the
-    call that reached the cost)."""
+    the last tier that traces nothing). ``x0``: the prepared (flat) point, where ``settle``
+    checks each new tier. ``background``: build in a thread of its own while the calls go
+    on (else on the call that reached the cost)."""
 
     def __init__(
         self,
@@ -109,7 +110,7 @@ class Tiered:
         background: bool = True,
     ) -> None:
         self.current, self.tier, self.stages, self.x0 = first, tier, list(stages), x0
-        self.first, self.first_tier = first, tier
+        self.untraced = (first, tier)  # the last tier reached that traces nothing
         self.spent_s, self.why = 0.0, ""
         self.refused: TierRefused | None = None
         self.background = background
@@ -160,15 +161,16 @@ class Tiered:
         return out
 
     def _stormed(self, exc: RetraceStorm) -> Prepared:
-        """Back to the first tier for good: a traced tier whose graph is traced again at
-        every call costs a trace a call (what f reads keeps changing: the eager tier reads
-        it at each call)."""
+        """Back to the last tier that traces nothing, for good: a traced tier whose graph is
+        traced again at every call costs a trace a call (what f reads keeps changing: an
+        untraced tier reads it at each call)."""
         with self._lock:
-            if self.current is not self.first:
+            untraced, untraced_tier = self.untraced
+            if self.current is not untraced:
                 tier, strategy = self.tier, self.current.strategy
-                self.current, self.tier = self.first, self.first_tier
+                self.current, self.tier = untraced, untraced_tier
                 self._refuse(tier, strategy, str(exc))
-        return self.first
+        return untraced
 
     def _spent(self, seconds: float) -> None:
         self.spent_s += seconds
@@ -226,6 +228,8 @@ class Tiered:
             else:
                 self._before = (self.current, self.tier)
                 self.current, self.tier, self.spent_s = outcome.built, stage.tier, 0.0
+                if not stage.traced:
+                    self.untraced = (outcome.built, stage.tier)
 
     def join(self, timeout: float | None = None) -> bool:
         """Wait for a background build (at most ``timeout`` seconds) and take it in; whether

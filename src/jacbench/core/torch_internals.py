@@ -33,15 +33,16 @@ def aten_graph(fn: Callable, x: torch.Tensor) -> fx.GraphModule:
     return make_fx(one_argument)(x)
 
 
-def trace_shapes_only(f: Callable, x: torch.Tensor) -> None:
-    """Run ``f`` on a fake ``x`` (shapes, no values): Python branching on values, ``.item()``
-    and the like raise here."""
+def trace_shapes_only(f: Callable, x: torch.Tensor) -> fx.GraphModule:
+    """``f`` traced on a fake ``x`` (shapes, no values): Python branching on values,
+    ``.item()`` and the like raise here. The graph computes f: the tensors f reads are its
+    constants, the real ones (not fakes of them)."""
     from torch.fx.experimental.proxy_tensor import make_fx
 
     def one_argument(v: torch.Tensor) -> object:  # make_fx traces every parameter of f
         return f(v)
 
-    make_fx(one_argument, tracing_mode="fake", _allow_non_fake_inputs=True)(x)
+    return make_fx(one_argument, tracing_mode="fake", _allow_non_fake_inputs=True)(x)
 
 
 @contextmanager

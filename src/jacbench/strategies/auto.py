@@ -11,15 +11,16 @@ By default (``compile`` on, ``upfront`` off) auto is tiered (``ladder``): ``prep
 returns at once with plain reverse-mode autograd (``double_backward`` by columns where
 forward mode fits, ``autograd_loop`` by rows otherwise: nothing to build, and nothing of
 torch's compiler imported, so a fresh process has its first Jacobian in milliseconds), and
-moves to each faster form (forward: jacfwd_folded eager, then compiled; reverse: jacrev,
-then jacrev_compiled) only once the calls since the last move have spent what building it
-is estimated to cost, its machinery's first import included (ski rental: each move costs at
-most twice the better choice made in hindsight). Estimates become this machine's measured
-costs once it has built them for the problem (remembered). The next form is built in a
-background thread while the calls go on in the current one (``background``), and swapped in
-when ready. ``prep.info.tier`` says where it is; ``prep.settled()`` moves to the last tier
-now. Each new tier's first answer is checked (``jacbench.core.tiers``), and a traced tier
-whose graph would be traced again before its calls paid for the trace goes back to eager
+moves to each faster form (forward: its backward passes batched, then jacfwd_folded eager,
+then compiled; reverse: grads_batched, then jacrev_compiled) only once the calls since the
+last move have spent what building it is estimated to cost, its machinery's first import
+included (ski rental: each move costs at most twice the better choice made in hindsight).
+Estimates become this machine's measured costs once it has built them for the problem
+(remembered). The next form is built in a background thread while the calls go on in the
+current one (``background``), and swapped in when ready. ``prep.info.tier`` says where it
+is; ``prep.settled()`` moves to the last tier now. Each new tier's first answer is checked
+(``jacbench.core.tiers``), and a traced tier whose graph would be traced again before its
+calls paid for the trace goes back to the last tier that traces nothing
 (``on_retrace_storm``).
 
 With ``upfront`` (or ``compile`` off) the candidates below are each prepared and timed
@@ -216,7 +217,7 @@ class Tier(str, Enum):
     """The forms tiered auto moves through (``PrepInfo.tier``)."""
 
     EAGER = "eager"  # plain reverse-mode autograd: nothing to build, nothing to import
-    VMAPPED = "vmapped"  # torch.func as it is (jacrev): nothing to build but its import
+    BATCHED = "batched"  # the same, its backward passes batched: nothing to build but sympy
     FOLDED = "folded"  # forward mode traced once, tangents folded (jacbench.core.fold)
     COMPILED = "compiled"
 
@@ -280,19 +281,20 @@ def _key(problem: Problem, opts: AutoOptions) -> str:
 
 
 # What building a later tier is taken to cost until this machine has built it for this
-# problem (then the measured cost, remembered): on seed004 the folded graph took 0.3-0.4
+# problem (then the measured cost, remembered): on seed004 the folded graph took 0.2-0.4
 # CPU-s to trace once its machinery was imported, and compiling it 0.3 (inductor's cache
-# warm) to 2.3 (cold). torch.func's vmap costs nothing to build but its import.
-COST_ESTIMATES_S = {Tier.VMAPPED: 0.0, Tier.FOLDED: 0.4, Tier.COMPILED: 1.5}
+# warm) to 2.3 (cold). Batched backward passes cost nothing to build but an import.
+COST_ESTIMATES_S = {Tier.BATCHED: 0.0, Tier.FOLDED: 0.4, Tier.COMPILED: 1.5}
 # What a tier's machinery costs to import the first time a process builds it (CPU-s here,
-# torch 2.13): torch.func's transforms and forward AD import torch._dynamo (sympy with it),
-# tracing needs it too; compiling adds inductor.
+# torch 2.13): autograd's shape check of batched gradients imports sympy (with torch's
+# symbolic shapes); tracing imports torch._dynamo (sympy with it); compiling adds inductor.
+SYMPY = "torch.fx.experimental.symbolic_shapes"
 IMPORTS: dict[Tier, tuple[str, ...]] = {
-    Tier.VMAPPED: ("torch._dynamo",),
-    Tier.FOLDED: ("torch._dynamo",),
-    Tier.COMPILED: ("torch._dynamo", "torch._inductor.compile_fx"),
+    Tier.BATCHED: (SYMPY,),
+    Tier.FOLDED: (SYMPY, "torch._dynamo"),
+    Tier.COMPILED: (SYMPY, "torch._dynamo", "torch._inductor.compile_fx"),
 }
-IMPORT_ESTIMATES_S = {"torch._dynamo": 1.0, "torch._inductor.compile_fx": 0.75}
+IMPORT_ESTIMATES_S = {SYMPY: 0.27, "torch._dynamo": 0.75, "torch._inductor.compile_fx": 0.75}
 
 
 def imports_s(tier: Tier) -> float:
@@ -305,7 +307,8 @@ def ladder(problem: Problem) -> list[tuple[Tier, str, dict]]:
     first tier imports nothing more (plain reverse-mode autograd: a first Jacobian in
     milliseconds of a fresh process, where torch.func's first call imports torch's
     compiler, ~1 CPU-s): by columns (reverse mode twice) where forward mode would be
-    picked, else by rows."""
+    picked, else by rows; the next batches its backward passes (on seed004 7 -> 1.3 ms a
+    call, for sympy's import, 0.27 CPU-s)."""
     if too_large(problem) or problem.sparsity is not None:
         return [(Tier.EAGER, *ruled(problem, False)), (Tier.COMPILED, *ruled(problem, True))]
     if problem.n_out >= problem.n_in:
@@ -314,12 +317,13 @@ def ladder(problem: Problem) -> list[tuple[Tier, str, dict]]:
         storm = {"on_retrace_storm": "raise", "forward_ad": "never"}
         return [
             (Tier.EAGER, "double_backward", {}),
+            (Tier.BATCHED, "double_backward", {"batched": True}),
             (Tier.FOLDED, "jacfwd_folded", {"compile": False, **storm}),
             (Tier.COMPILED, "jacfwd_folded", {"compile": True, **storm}),
         ]
     return [
         (Tier.EAGER, "autograd_loop", {}),
-        (Tier.VMAPPED, "jacrev", {}),
+        (Tier.BATCHED, "grads_batched", {}),
         (Tier.COMPILED, "jacrev_compiled", {}),
     ]
 
@@ -337,9 +341,7 @@ def tiered(problem: Problem, opts: AutoOptions) -> Declared:
         for module in IMPORTS.get(tier, ()):  # timed apart: once a process
             importlib.import_module(module)
         start = time.perf_counter()
-        prep = make()
-        with torch.no_grad():  # its first call (lazy set-up) off the caller's path too
-            prep.raw(problem.x)
+        prep = make()  # never calls f: its first call is the caller's (checked)
         costs[tier.value] = time.perf_counter() - start
         if key:
             decisions.remember(key, decisions.Decision(name, options, dict(costs)))
@@ -352,18 +354,18 @@ def tiered(problem: Problem, opts: AutoOptions) -> Declared:
             make = functools.partial(_prepare_named, name, problem, **options)
             return Stage(tier.value, lambda: built(tier, name, options, make), cost, imports)
 
-        def ready() -> Callable[[], Prepared]:  # the caller's thread: f is called
-            watch = compiled.watched(problem)
+        def ready() -> Callable[[], Prepared]:  # the caller's thread: f is run (and traced)
+            given = compiled.traced_f(problem)
             spec = CANDIDATES[name]
 
-            def make() -> Prepared:
+            def make() -> Prepared:  # another thread: f's graph is run, never f
                 with torch.no_grad():
-                    declared = folded.build(problem, spec.make_options(dict(options)), watch)
+                    declared = folded.build(problem, spec.make_options(dict(options)), given)
                 return spec.wrap(problem, declared)
 
             return lambda: built(tier, name, options, make)
 
-        return Stage(tier.value, _unready, cost, imports, ready)
+        return Stage(tier.value, _unready, cost, imports, ready, traced=True)
 
     stages = [stage(t, n, o) for t, n, o in later]
     f = problem.f if problem.batch == 1 else problem.f_many

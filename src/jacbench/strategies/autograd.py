@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Callable
+from dataclasses import dataclass
 
 import torch
 
@@ -82,8 +83,15 @@ def with_value(both: Callable) -> Declared:
     return Declared(lambda x: both(x)[1], value_and_jac=both)
 
 
-@strategy(Kind.EXACT, Mode.REVERSE, batch=True)
-def double_backward(problem: Problem, opts: NoOptions):
+@dataclass
+class DoubleBackwardOptions:
+    # the second pass for all columns at once (autograd's is_grads_batched: its shape check
+    # of the batched gradients imports sympy, 0.26 CPU-s once a process), else one a column
+    batched: bool = False
+
+
+@strategy(Kind.EXACT, Mode.REVERSE, options=DoubleBackwardOptions, batch=True)
+def double_backward(problem: Problem, opts: DoubleBackwardOptions):
     """Columns by reverse mode twice, N passes as forward mode, without forward-mode AD."""
     # g(u) = J^T u is linear in u, so the derivative of its j-th entry w.r.t. u is column j
     # of J (torch.autograd.functional.jvp's trick): one backward pass with create_graph, then
@@ -100,10 +108,10 @@ def double_backward(problem: Problem, opts: NoOptions):
         if not Y.requires_grad:  # f does not depend on x
             return per_sample(problem, torch.zeros(*Y.shape, X.shape[1], dtype=Y.dtype))
         if by_rows:
-            return _rows(problem, X, Y) if by_rows[0] else _columns(problem, X, Y)
+            return _rows(problem, X, Y) if by_rows[0] else _columns(problem, X, Y, opts.batched)
         plain = _plain_product(X, Y)
         try:
-            J = _columns(problem, X, Y)
+            J = _columns(problem, X, Y, opts.batched)
         except RuntimeError:  # e.g. "marked with @once_differentiable"
             J = None
         by_rows.append(J is None or not _agrees(J, *plain))
@@ -117,12 +125,22 @@ def double_backward(problem: Problem, opts: NoOptions):
     return with_value(both)
 
 
-def _columns(problem: Problem, X: torch.Tensor, Y: torch.Tensor) -> torch.Tensor:
-    """The Jacobian of Y = F(X) by columns, reverse mode twice (``double_backward``)."""
+def _columns(
+    problem: Problem, X: torch.Tensor, Y: torch.Tensor, batched: bool = False
+) -> torch.Tensor:
+    """The Jacobian of Y = F(X) by columns, reverse mode twice (``double_backward``): the
+    second pass one column at a time, or all at once (``batched``)."""
     U = torch.zeros_like(Y, requires_grad=True)
     (G,) = torch.autograd.grad((Y * U).sum(), X, create_graph=True, allow_unused=True)
     if G is None:  # Y does not depend on X
         return per_sample(problem, torch.zeros(*Y.shape, X.shape[1], dtype=Y.dtype))
+    if batched:  # e_j for every sample at once, j = 1..N: (N, B, N) -> (N, B, M)
+        basis = torch.eye(problem.n_in, dtype=G.dtype, device=G.device)
+        basis = basis.unsqueeze(1).expand(problem.n_in, *G.shape)
+        (columns,) = torch.autograd.grad(G, U, basis, is_grads_batched=True, allow_unused=True)
+        if columns is None:  # G does not depend on U: its backward was not differentiable
+            columns = torch.zeros(problem.n_in, *U.shape, dtype=U.dtype, device=U.device)
+        return per_sample(problem, columns.permute(1, 2, 0))
     last = problem.n_in - 1
     columns = [
         _or_zeros(

@@ -146,16 +146,47 @@ def watched(problem: Problem) -> Watch:
     return watch
 
 
+@dataclass(frozen=True)
+class TracedF:
+    """f's own aten graph at one point, traced with fake tensors (so a Python branch on
+    values fails there), and a watch of what f read, made just before. Both run f: in the
+    thread that calls the Jacobian, never beside it (``f`` may not be safe to run from two
+    threads at once: ``torch.func.functional_call`` swaps a module's parameters while it
+    runs). What is traced from the graph afterwards (the Jacobian's graph, its passes, the
+    compiler) runs the graph, never f, and can run in another thread."""
+
+    graph: torch.fx.GraphModule
+    watch: Watch
+
+
+def traced_f(problem: Problem) -> TracedF:
+    """f's graph at the problem's first point, and the watch (the caller's thread)."""
+    with TORCH_STATE:  # make_fx is process-wide: one trace at a time
+        watch = watched(problem)  # before the trace: a change meanwhile is seen
+        try:
+            with torch.enable_grad():
+                graph = torch_internals.trace_shapes_only(problem.f, problem.points[0])
+        except Exception as exc:  # e.g. Python branching on values: no graph for all x
+            reason = " ".join(str(exc).split())[:300]
+            raise StrategySkip(
+                f"cannot trace f into one graph: {type(exc).__name__}: {reason}"
+            ) from exc
+    return TracedF(graph, watch)
+
+
+Ways = Callable[[Callable], list[Callable]]  # f -> the transforms of f to try, in order
+
+
 def retraced(
     problem: Problem,
-    transforms: Callable[[], list[Callable]],
+    ways: Ways,
     compile: bool,
     mode: str = "default",
     storm: str = "warn",
-    watch: Watch | None = None,
+    given: TracedF | None = None,
 ) -> Callable:
-    """A transform of the problem's f (the first of ``transforms()`` that traces) traced
-    once into an aten graph (``jacbench.core.fold``: f checked with fake tensors first, so a
+    """A transform of the problem's f (the first of ``ways(f)`` that traces) traced once
+    into an aten graph (``jacbench.core.fold``: f checked with fake tensors first, so a
     graph that depends on values is refused), its broadcast products folded, and compiled
     by inductor where ``compile`` (else what it builds from shapes alone is computed once:
     ``jacbench.core.hoist``; compiled, narrow products transposed:
@@ -163,17 +194,16 @@ def retraced(
     every output a new tensor (``jacbench.core.fold.optimised``). Traced again when
     anything the graph froze changed (``jacbench.core.watch``: a parameter replaced, a plain
     attribute, a dict value or a helper's global changed; ``Retraced`` says what a storm of
-    them does). ``watch``: what f reads, as it was before the first trace (made in the
-    caller's thread where the trace runs in another: ``watched``)."""
-    f = problem.f if problem.batch == 1 else problem.f_many
-    given = [watch] if watch is not None else []
+    them does). ``given``: f's graph and watch, made in the caller's thread, where the first
+    trace runs in another (it then differentiates f's graph, never f)."""
+    first = [given] if given is not None else []
 
     def build() -> tuple[Callable, Watch]:
         with TORCH_STATE:  # make_fx and forward AD are process-wide: one trace at a time
-            # what f reads, as it is before the trace: a change meanwhile (by another
-            # thread) is a change at the first call
-            watch = given.pop() if given else watched(problem)
-            graph = _first_traced(transforms, f, problem.x)
+            # a change since the watch was made is a change at the first call
+            f_traced = first.pop() if first else traced_f(problem)
+            graph = _first_traced(lambda: ways(f_traced.graph), problem.x)
+            watch = f_traced.watch
             if not compile:  # inductor fuses the basis into its kernels: hoisted, 0.99-1.08x
                 # eager: the tangent basis and its slices built once (0.84x a call)
                 return optimised(graph, problem.x, [_folded, _hoisted]), watch
@@ -184,16 +214,16 @@ def retraced(
 
 
 def _first_traced(
-    transforms: Callable[[], list[Callable]], f: Callable, x: torch.Tensor
+    transforms: Callable[[], list[Callable]], x: torch.Tensor
 ) -> torch.fx.GraphModule:
-    """The graph of the first of ``transforms()`` that traces; a skip naming why none does
-    (e.g. Python branching on values: no graph for all x)."""
+    """The graph of the first of ``transforms()`` (of f's graph, shown to hold for every
+    point: ``traced_f``) that traces; a skip naming why none does."""
     failure: Exception | None = None
     try:
         with torch.enable_grad():
             for fn in transforms():
                 try:
-                    return traced(fn, f, x)
+                    return traced(fn, None, x)
                 except ValueDependent:
                     raise
                 except Exception as exc:  # e.g. a backward pass that cannot be differentiated

@@ -17,9 +17,8 @@ import torch
 from jacbench.core.blocks import by_blocks
 from jacbench.core.problem import Problem
 from jacbench.core.strategy import Declared, Kind, Mode, strategy
-from jacbench.core.watch import Watch
 from jacbench.strategies import func
-from jacbench.strategies.compiled import COMPILE_MODES, STORMS, retraced
+from jacbench.strategies.compiled import COMPILE_MODES, STORMS, TracedF, Ways, retraced
 from jacbench.strategies.func import per_point
 
 FORWARD_AD = ("fallback", "never", "always")
@@ -55,16 +54,16 @@ class FoldedOptions:
 def value_and_jacobian(problem: Problem, forward_ad: str = "always") -> Callable:
     """(f(x), J(x)) of the problem's point(s) in one pass: by jacfwd (``forward_ad``
     "always"), else by reverse mode twice, by blocks of x where f reads it in slices."""
-    return transforms(problem, forward_ad)()[0]
+    return transforms(problem, forward_ad)(problem.f)[0]
 
 
-def transforms(problem: Problem, forward_ad: str) -> Callable[[], list[Callable]]:
-    """The ways to trace (f(x), J(x)), the preferred first; called at every trace (a
-    block's graph of f holds what f read when it was made)."""
-    f = problem.f
+def transforms(problem: Problem, forward_ad: str) -> Ways:
+    """``f -> `` the ways to trace (f(x), J(x)), the preferred first, of f (the problem's
+    f, or its graph). Called at every trace: a block's graph of f holds what f read when it
+    was made."""
     point = problem.points[0]
 
-    def ways() -> list[Callable]:
+    def ways(f: Callable) -> list[Callable]:
         out = []
         if forward_ad != "always":
             out.append(by_blocks(f, point, by_reverse_twice) or by_reverse_twice(f))
@@ -99,16 +98,16 @@ def jacfwd_folded(problem: Problem, opts: FoldedOptions):
     return build(problem, opts)
 
 
-def build(problem: Problem, opts: FoldedOptions, watch: Watch | None = None) -> Declared:
-    """``jacfwd_folded``'s Jacobian; ``watch``: what f reads, made before (in the caller's
-    thread, where the trace runs in another: ``jacbench.strategies.compiled.watched``)."""
+def build(problem: Problem, opts: FoldedOptions, given: TracedF | None = None) -> Declared:
+    """``jacfwd_folded``'s Jacobian; ``given``: f's graph and what f reads, made in the
+    caller's thread where this runs in another (``jacbench.strategies.compiled.traced_f``)."""
     both = retraced(
         problem,
         transforms(problem, opts.forward_ad),
         opts.compile,
         opts.mode,
         opts.on_retrace_storm,
-        watch,
+        given,
     )
 
     def value_and_jac(x: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
