@@ -189,7 +189,8 @@ def test_auto_gives_the_same_jacobians_in_every_tier(dtype, tmp_path, monkeypatc
     monkeypatch.setenv(decisions.ENV, str(tmp_path))
     problem = problem_of("seed004_lm", dtype)
     other = problem.x + 0.1 * torch.randn_like(problem.x)
-    prep = jacbench.prepare(problem.f, problem.x, patience=0.0)  # compiles at its first call
+    # each move at the call that reaches its cost (not in the background: known calls)
+    prep = jacbench.prepare(problem.f, problem.x, patience=0.0, background=False)
     tiers = []
     for x in (problem.x, other, problem.x):
         tiers.append(prep.info.tier)
@@ -198,12 +199,16 @@ def test_auto_gives_the_same_jacobians_in_every_tier(dtype, tmp_path, monkeypatc
         value, jac = prep.value_and_jacobian(x)  # one pass in every tier
         torch.testing.assert_close(value, problem.f(x))
         torch.testing.assert_close(jac, jacobian_at(problem, x).to(dtype))
-    assert tiers == ["eager", "folded", "compiled", "compiled", "compiled", "compiled"]
+    assert tiers == ["eager", "batched", "folded", "compiled", "compiled", "compiled"]
     (entry,) = (tmp_path / "auto").glob("*.json")
     remembered = decisions.recall(entry.stem)
     assert remembered.strategy == "jacfwd_folded"
-    assert remembered.options == {"compile": True, "on_retrace_storm": "raise"}
-    assert set(remembered.build_s) == {"folded", "compiled"}  # the next process's estimates
+    assert remembered.options == {
+        "compile": True,
+        "on_retrace_storm": "raise",
+        "forward_ad": "never",
+    }
+    assert set(remembered.build_s) == {"batched", "folded", "compiled"}  # next estimates
     settled = jacbench.prepare(problem.f, problem.x).settled()  # the runner's way
     assert settled.info.tier == "compiled"
     torch.testing.assert_close(settled(other), jacobian_at(problem, other).to(dtype))

@@ -305,9 +305,10 @@ COMPILED = ["slices_and_reshape", "split_and_view", "transposed_weights", "conv_
 def test_forms_are_exact_through_every_tier_auto_takes(name, dtype):
     f = FORMS[name](dtype)
     x0 = points(name, dtype)[0]
-    prep = jacbench.prepare(f, x0, patience=0.0, cache=False)  # moves at its first calls
+    # moves at its first calls (each at the call that reaches it, not in the background)
+    prep = jacbench.prepare(f, x0, patience=0.0, cache=False, background=False)
     tiers = assert_exact(prep, name, dtype, CALLS)
-    assert tiers[:3] == ["folded", "compiled", "compiled"]  # eager for the first call
+    assert tiers[:4] == ["batched", "folded", "compiled", "compiled"]  # eager for the first
     assert prep.tiers.refused is None
     settled = jacbench.prepare(f, x0, cache=False).settled()
     assert settled.info.tier == "compiled"

@@ -71,11 +71,10 @@ def inductor_compile(
     it (two models of one architecture share an entry)."""
     import torch._inductor
 
+    if not cache:  # the plain way: no cache artefacts made (standalone_compile would warn)
+        return torch._inductor.compile(graph, [x], options=options)
     return torch._inductor.standalone_compile(
-        graph,
-        [x],
-        dynamic_shapes="from_example_inputs",
-        options={"config_patches": {**options, "fx_graph_cache": cache}},
+        graph, [x], dynamic_shapes="from_example_inputs", options={"config_patches": options}
     )
 
 
