@@ -35,7 +35,7 @@ class PrepInfo:
     colors_lower_bound: int | None = None  # sparse: no colouring has fewer colours than this
     pattern_source: str = ""  # sparse: declared, traced, probed, or dense (and why)
     decided_by: str = ""  # auto: calibrated, remembered (from an earlier process) or rule
-    tier: str = ""  # auto: eager, or compiled (reached at once, or once the calls paid for it)
+    tier: str = ""  # auto: eager, batched, folded or compiled (once the calls paid for it)
 
 
 class Tiers(Protocol):

@@ -107,18 +107,23 @@ def compile_graph(graph: torch.fx.GraphModule, x: torch.Tensor, mode: str = "def
     dynamo: nothing left to trace, and no guards to check at every call (on seed004 dynamo's
     cache lookup and compiled region took 0.12 of 0.59 ms). The caller keeps what the guards
     would have kept: the shape, dtype and device (``Prepared.check``) and what the graph
-    froze (``jacbench.core.watch``). A failure is a skip."""
+    froze (``jacbench.core.watch``). Read from inductor's cache where jacbench remembers;
+    where that way fails (torch 2.13's standalone compile of jacfwd's transformer graph:
+    "copy_() on an invalid python storage"), compiled the plain way. A failure is a skip."""
     options = {} if mode == "default" else {"max_autotune": mode == "max-autotune"}
-    try:
-        with warnings.catch_warnings(), autograd_state_kept():
-            warnings.simplefilter("ignore", FutureWarning)  # inductor's own deprecations
-            compiled = torch_internals.inductor_compile(
-                graph, x, options, cache_folder("inductor") is not None
-            )
-            compiled(x)
-    except Exception as exc:
-        reason = " ".join(str(exc).split())[:300]
-        raise StrategySkip(f"inductor failed here: {type(exc).__name__}: {reason}") from exc
+    ways = [True, False] if cache_folder("inductor") is not None else [False]
+    for cache in ways:
+        try:
+            with warnings.catch_warnings(), autograd_state_kept():
+                warnings.simplefilter("ignore", FutureWarning)  # inductor's own deprecations
+                compiled = torch_internals.inductor_compile(graph, x, options, cache)
+                compiled(x)
+            break
+        except Exception as exc:
+            if cache:
+                continue
+            reason = " ".join(str(exc).split())[:300]
+            raise StrategySkip(f"inductor failed here: {type(exc).__name__}: {reason}") from exc
 
     def call(v: torch.Tensor):
         with autograd_state_kept():

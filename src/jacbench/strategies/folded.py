@@ -51,22 +51,34 @@ class FoldedOptions:
             )
 
 
-def value_and_jacobian(problem: Problem, forward_ad: str = "always") -> Callable:
+# Forward mode by blocks only for a compiled graph of a Jacobian with at least this many
+# entries: below, a block's own operations cost more than the zero tangents they save
+# (seed004_small, 55 x 15: 40.6 against 25.2 us a call compiled), and run eagerly, blocks
+# cost more operations than they save arithmetic (seed004_lm: 461 against 387 us).
+BLOCKS_MIN_ENTRIES = 16384
+
+
+def value_and_jacobian(
+    problem: Problem, forward_ad: str = "always", compile: bool = False
+) -> Callable:
     """(f(x), J(x)) of the problem's point(s) in one pass: by jacfwd (``forward_ad``
-    "always"), else by reverse mode twice, by blocks of x where f reads it in slices."""
-    return transforms(problem, forward_ad)(problem.f)[0]
+    "always"), else by reverse mode twice, by blocks of x where f reads it in slices (and
+    the graph is compiled, and large enough)."""
+    return transforms(problem, forward_ad, compile)(problem.f)[0]
 
 
-def transforms(problem: Problem, forward_ad: str) -> Ways:
+def transforms(problem: Problem, forward_ad: str, compile: bool) -> Ways:
     """``f -> `` the ways to trace (f(x), J(x)), the preferred first, of f (the problem's
     f, or its graph). Called at every trace: a block's graph of f holds what f read when it
     was made."""
     point = problem.points[0]
+    blocks = compile and problem.n_out * problem.n_in >= BLOCKS_MIN_ENTRIES
 
     def ways(f: Callable) -> list[Callable]:
         out = []
         if forward_ad != "always":
-            out.append(by_blocks(f, point, by_reverse_twice) or by_reverse_twice(f))
+            by_slices = by_blocks(f, point, by_reverse_twice) if blocks else None
+            out.append(by_slices or by_reverse_twice(f))
         if forward_ad != "never":
             out.append(func.value_and_jacobian(torch.func.jacfwd, f))
         return [per_point(problem, way) for way in out]
@@ -103,7 +115,7 @@ def build(problem: Problem, opts: FoldedOptions, given: TracedF | None = None) -
     caller's thread where this runs in another (``jacbench.strategies.compiled.traced_f``)."""
     both = retraced(
         problem,
-        transforms(problem, opts.forward_ad),
+        transforms(problem, opts.forward_ad, opts.compile),
         opts.compile,
         opts.mode,
         opts.on_retrace_storm,
