@@ -39,10 +39,11 @@ CHROMIUM = "/usr/bin/chromium"
 VIEWPORT = {"width": 1440, "height": 900}
 EXPANDER = "runnamecellrenderer.tsx_46"  # the +/- before a parent run's name
 # The runs table's headers that must be on the first screen, whole, in jacbench's view.
-FIRST_SCREEN = ["recommended_strategy", "Dataset", "dtype", "time_median_ms", "err_eps"]
-FIRST_SCREEN += ["within_tol"]
-# The charts' view: its cards' titles (MLflow titles bar charts by their metric).
-CHART_TITLES = ["time_median_ms", "log10_rel_err vs. time_median_ms", "time_per_strategy"]
+FIRST_SCREEN = ["recommended_strategy", "time_median_ms"]
+FIRST_SCREEN += ["time_ci_low_ms", "time_ci_high_ms", "err_eps", "within_tol"]
+# The charts' view: its cards' titles (MLflow titles bar charts by their metric), log10
+# metrics whose bars grow with the time and the error
+CHART_TITLES = ["log10_time_us", "log10_err_eps vs. log10_time_us", "time_per_strategy"]
 # The runs table itself (ag-grid): read apart from the experiment's description above it,
 # which names the same columns and is drawn before the table has loaded.
 GRID = ".ag-root-wrapper"
@@ -55,6 +56,16 @@ HEADER_BOX = """header => {
   const r = span.getBoundingClientRect(), cell = span.closest('.ag-header-cell');
   const c = cell.getBoundingClientRect();
   return {x: r.x, y: r.y, width: r.width, height: r.height, whole: r.right <= c.right - 2};
+}"""
+# Each row's text: ag-grid draws a row's pinned columns (the run's name) and the others in
+# separate containers, joined here by the row's index
+ROWS = """() => {
+  const rows = {};
+  for (const r of document.querySelectorAll('.ag-row')) {
+    const i = r.getAttribute('row-index');
+    rows[i] = (rows[i] || '') + ' ' + r.innerText.replace(/\\s+/g, ' ');
+  }
+  return Object.values(rows);
 }"""
 LINK = re.compile(r"(results table|charts|this run):\s+(http\S+)")
 
@@ -161,6 +172,7 @@ def check_ui(
     found.expect(f"/runs/{run_id}?" in run_page, "the printed run link is not the sweep's")
     pages = {
         "runs_table": links.get("results table") or view_url(url, experiment_id),
+        "runs_expanded": links.get("results table") or view_url(url, experiment_id),
         "parent_overview": run_page,
         "parent_images": run_page.replace("?", "/model-metrics?"),
         "charts": links.get("charts") or view_url(url, experiment_id, view=CHARTS_KEY),
@@ -200,6 +212,27 @@ def _runs_table(page, found: Findings, recommended: str) -> None:
     found.expect(bool(best) and best in text, f"results table: no {best!r}")
 
 
+def _runs_expanded(page, found: Findings, recommended: str) -> None:
+    """The sweep's run expanded: its answer runs first (one per problem where the sweep has
+    several), each with its answer in the time columns."""
+    _table_text(page)
+    _close_assistant(page)
+    expander = page.locator(f"[data-component-id*='{EXPANDER}']")
+    found.expect(expander.count() > 0, "expanded results table: no +/- before the sweep's run")
+    if expander.count():
+        expander.first.click()
+        page.wait_for_timeout(2000)
+    text = _table_text(page)
+    answers = [line for line in text.splitlines() if line.startswith("answer ")]
+    single = not answers  # one problem: the answer is on the sweep's run itself
+    found.expect(
+        single or bool(answers), "expanded results table: no answer run under the sweep's run"
+    )
+    cells = page.evaluate(ROWS)
+    timed = [row for row in cells if " answer " in row and re.search(r"\d\.\d+ ", row)]
+    found.expect(single or bool(timed), "expanded results table: the answer runs show no time")
+
+
 def _parent_overview(page, found: Findings, recommended: str) -> None:
     _wait_for(page, "Recommended")
     _close_assistant(page)
@@ -215,6 +248,11 @@ def _parent_overview(page, found: Findings, recommended: str) -> None:
     )
     best = recommended.split(", ")[0]
     found.expect(bool(best) and best in page.inner_text("body"), f"parent Overview: no {best!r}")
+    link = page.get_by_role("link", name="the report")
+    found.expect(link.count() > 0, "parent Overview: the first line opens no report")
+    found.expect(
+        "Chart tab" not in page.inner_text("body"), "parent Overview: names a tab runs lack"
+    )
 
 
 def _parent_images(page, found: Findings, recommended: str) -> None:
@@ -237,13 +275,16 @@ def _parent_images(page, found: Findings, recommended: str) -> None:
 
 
 def _charts(page, found: Findings, recommended: str) -> None:
-    _wait_for(page, CHART_TITLES[0])
+    _wait_for(page, "all jobs")
     _close_assistant(page)
     page.wait_for_timeout(2000)
     text = page.inner_text("body")
-    for title in CHART_TITLES:
-        found.expect(title in text, f"charts: no chart {title!r}")
     found.expect("matching runs" in text, "charts: no runs listed")
+    if re.search(r"N\d+ M\d+ \w+ \w+\s*\(\d+\)", text):  # a section per problem first
+        found.expect("all jobs" in text, "charts: no section of all the jobs")
+        return
+    for title in CHART_TITLES:  # over MAX_SECTIONS problems: the all-jobs charts
+        found.expect(title in text, f"charts: no chart {title!r}")
 
 
 def _report(page, found: Findings, recommended: str) -> None:
@@ -255,6 +296,7 @@ def _report(page, found: Findings, recommended: str) -> None:
 
 CHECKS = {
     "runs_table": _runs_table,
+    "runs_expanded": _runs_expanded,
     "parent_overview": _parent_overview,
     "parent_images": _parent_images,
     "charts": _charts,

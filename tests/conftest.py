@@ -134,9 +134,9 @@ def launch(cli: Cli):
     """A fast ``python -m jacbench ARGS`` (quick timing, no memory, MLflow only if asked):
     (exit code, the ``jacbench:`` lines of stderr, everything printed)."""
 
-    def run(*args: str, mlflow: bool = False) -> tuple[int, list[str], str]:
+    def run(*args: str, mlflow: bool = False, **options) -> tuple[int, list[str], str]:
         tracking = f"mlflow.enabled={str(mlflow).lower()}"  # MLflow on: sqlite in tmp_path
-        proc = cli(*args, *LAUNCH_FAST, tracking)
+        proc = cli(*args, *LAUNCH_FAST, tracking, **options)
         lines = [line for line in proc.stderr.splitlines() if line.startswith("jacbench:")]
         return proc.returncode, lines, proc.stdout + proc.stderr
 

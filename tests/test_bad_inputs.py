@@ -144,7 +144,17 @@ def test_bad_sweep_input_is_refused_before_any_job(launch, tmp_path, case):
 TRACKING = {  # issue 32: each ended in a yellow warning (raw SQL) and exit 0
     "empty-experiment": (["mlflow.experiment="], ["mlflow.experiment is empty", "jacbench"]),
     "unknown-store": (["mlflow.tracking_uri=garbage://x"], ["no store for garbage://", "sqlite"]),
+    # issue 46 (U7): refused by MLflow only once the job was measured
+    "long-experiment": ([f"mlflow.experiment={'e' * 1000}"], ["1000 characters", "at most 500"]),
 }
+
+
+def test_the_experiment_name_limit_is_mlflows_own():
+    from mlflow.utils.validation import MAX_EXPERIMENT_NAME_LENGTH
+
+    from jacbench.run.inputs import MAX_EXPERIMENT_NAME
+
+    assert MAX_EXPERIMENT_NAME == MAX_EXPERIMENT_NAME_LENGTH
 
 
 @pytest.mark.parametrize("case", sorted(TRACKING))

@@ -93,9 +93,27 @@ def test_the_declared_pattern_covers_the_jacobian_and_colours_meet_its_bound(var
     declared = sparsity.from_tensor(problem.sparsity(), tuple(jac.shape))
     assert not ((jac != 0) & ~declared.to_dense()).any()
     traced, _ = sparsity.find(problem.f, problem.points, problem.n_out)
-    assert not ((jac != 0) & ~traced.to_dense()).any()  # tracing: as safe, looser here
+    assert not ((jac != 0) & ~traced.to_dense()).any()  # tracing: as safe, and tighter
+    assert traced.nnz < declared.nnz and bool((declared.to_dense() | ~traced.to_dense()).all())
     colours = int(sparsity.color_columns(declared).max()) + 1
     assert colours == sparsity.lower_bound(declared) < THETA  # far below the 26 (+2C) columns
+
+
+@pytest.mark.parametrize("variant, colours", [("simple", 8), ("complicated", 12)])
+def test_sparse_jacfwd_takes_the_tighter_traced_pattern_with_asdex_s_colours(variant, colours):
+    """Issue 43: the pattern declared from the bone weights needs 10 / 14 colours; tracing
+    proves a tighter one (asdex: 8 / 12), which the sparse strategy takes, exact at new
+    points."""
+    cfg = {"_target_": TARGET, "variant": variant, "file": "hand2_t26_c192.txt"}
+    problem = build_problem(cfg, torch.float64, CPU, 0)
+    prep = load_registry().prepare("sparse_jacfwd", problem)
+    assert prep.info.n_colors == colours == prep.info.colors_lower_bound
+    assert prep.info.pattern_source.startswith("declared, tightened by tracing")
+    gen = torch.Generator().manual_seed(1)
+    for _ in range(3):
+        x = problem.x + 0.3 * torch.randn(problem.x.shape, generator=gen, dtype=torch.float64)
+        exact = torch.func.jacfwd(problem.f)(x)
+        assert float((prep(x) - exact).abs().max()) <= 1e-14 * float(exact.abs().max())
 
 
 def test_auto_calibrates_no_reverse_candidate_on_a_tall_jacobian():

@@ -1,5 +1,5 @@
 """Installing jacbench does not slow down other Hydra apps (issue 29): Hydra imports every
-``hydra_plugins`` module at the start-up of any app, so jacbench's launcher plugins must import
+``hydra_plugins`` module at the start-up of any app, so jacbench's sweeper plugin must import
 nothing heavy at module level."""
 
 from __future__ import annotations
@@ -18,12 +18,12 @@ import sys
 
 import hydra
 from hydra.core.plugins import Plugins
-from hydra.plugins.launcher import Launcher
+from hydra.plugins.sweeper import Sweeper
 
 
 @hydra.main(version_base="1.3", config_path=None)
 def main(cfg):
-    names = [p.__module__ for p in Plugins.instance().discover(Launcher)]
+    names = [p.__module__ for p in Plugins.instance().discover(Sweeper)]
     heavy = sorted({m.split(".")[0] for m in sys.modules} & set(os.environ["HEAVY"].split(",")))
     print("PLUGINS", ",".join(sorted(names)))
     print("HEAVY", ",".join(heavy))
@@ -46,7 +46,7 @@ def test_a_bare_hydra_app_imports_nothing_of_jacbench_beyond_its_plugin_modules(
     )
     assert proc.returncode == 0, proc.stderr
     lines = dict(line.split(" ", 1) for line in proc.stdout.splitlines() if " " in line)
-    assert "hydra_plugins.jacbench_launcher.waiting_slurm" in lines["PLUGINS"]  # discovered
+    assert "hydra_plugins.jacbench_sweeper.sweeper" in lines["PLUGINS"]  # discovered
     assert lines["HEAVY"].strip() == "", f"imported at Hydra start-up: {lines['HEAVY']}"
 
 

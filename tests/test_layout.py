@@ -96,3 +96,37 @@ def test_modules_import_each_other_without_a_cycle():
 
     for name in sorted(graph):
         visit(name, ())
+
+
+# The packages from the bottom up: each may import those on lower levels only (issue 45 found
+# core importing the top package, and run/config importing the launcher plugin that imports
+# jacbench.run back). The entry points (jacbench, api, sync, __main__, check, testing) stand
+# on top; Hydra's plugins sit above everything and nothing of jacbench imports them.
+LEVELS = {
+    "jacbench.core": 0,
+    "jacbench.timing": 1,
+    "jacbench.record": 1,
+    "jacbench.strategies": 2,
+    "jacbench.models": 2,
+    "jacbench.report": 2,
+    "jacbench.run": 3,
+    "jacbench.experiments": 3,
+}
+
+
+def test_no_package_imports_one_above_it_and_none_imports_the_hydra_plugins():
+    graph = package_graph()
+    upward = [
+        f"{low} -> {high}"
+        for low, deps in graph.items()
+        for high in deps
+        if low in LEVELS and high in LEVELS and LEVELS[high] >= LEVELS[low]
+    ]
+    assert not upward, f"imports from a lower level up: {upward}"
+    into_plugins = [
+        f"{module} -> {dep}"
+        for module, deps in module_graph().items()
+        for dep in deps
+        if module.startswith("jacbench") and dep.startswith("hydra_plugins")
+    ]
+    assert not into_plugins, into_plugins

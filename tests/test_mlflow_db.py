@@ -1,28 +1,18 @@
-"""A new local MLflow database is a copy of an empty one MLflow built once per MLflow version
-(issue 11: seconds of migrations per launch folder), placed atomically as before."""
+"""A new local MLflow database is built by MLflow itself and placed atomically (issue 45: the
+template database copied from the user's cache goes), so a database planted or corrupted
+where that template was kept changes nothing (issue 46: it sent artifacts outside the launch
+folder, ran its SQL triggers, and a truncated one broke tracking in every new folder)."""
 
 from __future__ import annotations
 
-import logging
 import sqlite3
+import time
 from pathlib import Path
 
-import pytest
 from mlflow.tracking import MlflowClient
 
-from jacbench.record.mlflow_db import cache_dir, create_atomically, empty_template
+from helpers.tracking import seed_store
 from jacbench.record.mlflow_run import MLFLOW_DEFAULTS, Tracking, ensure_experiment
-
-
-class Messages(logging.Handler):
-    """What MLflow logs: it says "Creating initial MLflow database tables" when it migrates."""
-
-    def __init__(self) -> None:
-        super().__init__()
-        self.seen: list[str] = []
-
-    def emit(self, record: logging.LogRecord) -> None:
-        self.seen.append(record.getMessage())
 
 
 def revision(db: Path) -> str:
@@ -30,40 +20,52 @@ def revision(db: Path) -> str:
         return con.execute("SELECT version_num FROM alembic_version").fetchone()[0]
 
 
-def test_new_databases_are_copies_of_one_template_and_work(tmp_path: Path, monkeypatch):
-    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "cache"))
-    template = empty_template()  # MLflow migrates once, here
-    migrations = Messages()
-    logging.getLogger("mlflow.store.db.utils").addHandler(migrations)
-    try:
-        for name in ("a", "b"):
-            folder = tmp_path / name
-            tracking = Tracking.resolve(folder, None, "jacbench")
-            experiment_id = ensure_experiment(tracking)
-            assert revision(folder / "mlflow.db") == revision(template)
-            client = MlflowClient(tracking.uri)
-            run = client.create_run(experiment_id, run_name="x")
-            assert client.get_run(run.info.run_id).info.run_name == "x"
-            # MLflow's default experiment, remade by MLflow for this folder's copy
-            assert client.get_experiment("0").name == "Default"
-            assert client.get_experiment(experiment_id).artifact_location.startswith(
-                folder.resolve().as_uri()
-            )
-    finally:
-        logging.getLogger("mlflow.store.db.utils").removeHandler(migrations)
-    assert not [m for m in migrations.seen if "Creating initial" in m], migrations.seen
-    assert [p.name for p in cache_dir().iterdir()] == [template.name]  # no scratch left
+def test_a_new_database_is_mlflows_own_and_works(tmp_path: Path):
+    tracking = Tracking.resolve(tmp_path / "a", None, "jacbench")
+    experiment_id = ensure_experiment(tracking)
+    db = tmp_path / "a" / "mlflow.db"
+    assert revision(db)  # migrated by MLflow to a revision of its own
+    assert [p.name for p in db.parent.iterdir()] == ["mlflow.db"]  # no scratch left
+    client = MlflowClient(tracking.uri)
+    run = client.create_run(experiment_id, run_name="x")
+    assert client.get_run(run.info.run_id).info.run_name == "x"
+    assert client.get_experiment(experiment_id).artifact_location.startswith(
+        (tmp_path / "a").resolve().as_uri()
+    )
 
 
-def test_without_a_usable_cache_mlflow_builds_the_database_in_place(tmp_path: Path, monkeypatch):
-    blocked = tmp_path / "not_a_folder"
-    blocked.write_text("")
-    monkeypatch.setenv("XDG_CACHE_HOME", str(blocked))
-    db = tmp_path / "launch" / "mlflow.db"
-    create_atomically(db)
-    assert revision(db) and [p.name for p in db.parent.iterdir()] == ["mlflow.db"]
-    with pytest.raises(OSError):
-        empty_template()
+def plant_template(cache: Path, outside: Path) -> None:
+    """What issue 46 planted where jacbench kept its template: a 'jacbench' experiment whose
+    artifacts go to ``outside``, and a trigger renaming every new run."""
+    from mlflow.version import VERSION
+
+    template = cache / "jacbench" / f"mlflow-{VERSION}-empty.db"
+    template.parent.mkdir(parents=True)
+    seed_store(template.parent)
+    (template.parent / "mlflow.db").rename(template)
+    now = int(time.time() * 1000)
+    with sqlite3.connect(template) as db:
+        db.execute(
+            "INSERT INTO experiments (experiment_id, name, artifact_location, lifecycle_stage, "
+            "creation_time, last_update_time) VALUES (7, 'jacbench', ?, 'active', ?, ?)",
+            (outside.as_uri(), now, now),
+        )
+        db.execute(
+            "CREATE TRIGGER planted AFTER INSERT ON runs BEGIN UPDATE runs SET name = "
+            "'renamed-by-planted-trigger' WHERE run_uuid = new.run_uuid; END"
+        )
+
+
+def test_a_database_planted_where_the_template_was_changes_nothing(launch, tmp_path, monkeypatch):
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "xdg"))
+    plant_template(tmp_path / "xdg", tmp_path / "outside")
+    code, lines, printed = launch("strategy=jacrev", mlflow=True, new_store=True)
+    assert code == 0 and not lines, printed
+    client = MlflowClient(f"sqlite:///{tmp_path / 'mlflow.db'}")
+    experiment = client.get_experiment_by_name("jacbench")
+    assert experiment.artifact_location == (tmp_path / "mlartifacts").resolve().as_uri()
+    (run,) = client.search_runs([experiment.experiment_id])
+    assert run.info.run_name.startswith("jacrev")
 
 
 def test_mlflow_reads_jacbenchs_request_defaults_and_a_users_own_setting_is_kept(
@@ -76,8 +78,11 @@ def test_mlflow_reads_jacbenchs_request_defaults_and_a_users_own_setting_is_kept
 
     for name in MLFLOW_DEFAULTS:
         monkeypatch.delenv(name, raising=False)
-    monkeypatch.setenv("MLFLOW_HTTP_REQUEST_TIMEOUT", "7")  # the user's own
+    seed_store(tmp_path)
     ensure_experiment(Tracking.resolve(tmp_path, None, "defaults"))
     assert mlflow_env.MLFLOW_HTTP_REQUEST_MAX_RETRIES.get() == 2
+    assert mlflow_env.MLFLOW_HTTP_REQUEST_TIMEOUT.get() == 10
+    monkeypatch.setenv("MLFLOW_HTTP_REQUEST_TIMEOUT", "7")  # the user's own
+    ensure_experiment(Tracking.resolve(tmp_path, None, "defaults"))
     assert mlflow_env.MLFLOW_HTTP_REQUEST_TIMEOUT.get() == 7
     assert mlflow_env.MLFLOW_SUPPRESS_PRINTING_URL_TO_STDOUT.get() is True

@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
+import contextlib
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+from hydra.experimental.callback import Callback
 from mlflow.tracking import MlflowClient
 
 from helpers.cli import NO_REPORT, QUICK, clean_env, load_script
@@ -46,3 +48,49 @@ def test_sweep_against_a_real_tracking_server(cli, mlflow_server):
         assert run.data.params["dtype"] == row["dtype"]
     artifacts = MlflowClient(mlflow_server).list_artifacts(parent.info.run_id)
     assert "summary.parquet" in {a.path for a in artifacts}
+
+
+STOPS: list = []  # how the test's tracking server is stopped, for the callback below
+
+
+class ServerStopsAfterFirstJob(Callback):
+    """The sweep's tracking server stops once its first job is recorded (issue 46, D3)."""
+
+    def on_job_end(self, config, job_return, **kwargs) -> None:
+        if config.hydra.job.num == 0:
+            STOPS.pop()()
+
+
+@pytest.mark.slow  # two real tracking servers: ~30 s
+def test_a_parent_left_open_by_a_stopped_server_is_closed_by_sync(cli, tmp_path, monkeypatch):
+    """D3: a real mlflow server stopped mid-sweep left the parent RUNNING for good, its
+    artifacts never attached, sync did not repair it, and the notice lacked the jacbench:
+    prefix."""
+    start = load_script("mlflow_ui_check").mlflow_server
+    db, artifacts = tmp_path / "server.db", ("--artifacts-destination", str(tmp_path / "art"))
+    stack = contextlib.ExitStack()
+    uri = stack.enter_context(start(db, tmp_path / "a.log", *artifacts, env=clean_env()))
+    STOPS.append(stack.close)
+    callback = f"+hydra.callbacks.stop._target_={__name__}.ServerStopsAfterFirstJob"
+    jobs = ["strategy=jacrev,jacfwd,functional", *QUICK, *NO_REPORT, callback]
+    proc = cli("-m", *jobs, env=clean_env(MLFLOW_TRACKING_URI=uri))
+    stack.close()
+    lines = [x for x in proc.stderr.splitlines() if x.startswith("jacbench:")]
+    assert proc.returncode == 1 and "Traceback" not in proc.stderr, proc.stderr
+    assert sum("MLflow tracking failed" in x for x in lines) == 1, lines  # job 1's; 2 skips
+    assert any("could not be closed" in x and "jacbench.sync" in x for x in lines), lines
+    assert any("2 job(s) (1, 2) have no MLflow run" in x for x in lines), lines
+
+    with start(db, tmp_path / "b.log", *artifacts, env=clean_env()) as again:
+        (parent,), children = mlflow_runs(again)
+        assert parent.info.status == "RUNNING" and len(children) == 1
+        from jacbench import sync
+
+        monkeypatch.chdir(cli.folder)
+        assert sync.main(["results", "--tracking-uri", again]) == 0
+        (parent,), children = mlflow_runs(again)
+        assert parent.info.status == "FAILED" and parent.data.metrics["n_ok"] == 3
+        assert {c.data.tags["mlflow.parentRunId"] for c in children} == {parent.info.run_id}
+        assert len(children) == 3
+        files = {a.path for a in MlflowClient(again).list_artifacts(parent.info.run_id)}
+        assert {"summary.parquet", "multirun.yaml"} <= files

@@ -15,7 +15,7 @@ from mlflow.tracking import MlflowClient
 
 from helpers.cli import QUICK, load_script
 from helpers.results import make_result
-from helpers.tracking import mlflow_runs
+from helpers.tracking import answer_runs, mlflow_runs, seed_store
 from jacbench.record.mlflow_run import Tracking, describe_experiment, log_result
 from jacbench.record.mlflow_view import CHARTS_KEY, VIEW_KEY
 from jacbench.report.overview import jobs_table, overview
@@ -23,6 +23,7 @@ from jacbench.run.sweep.opening import sweep_name, swept_keys
 
 
 def _tracking(tmp_path: Path) -> Tracking:
+    seed_store(tmp_path)  # a copy of a database MLflow built once for the test process
     return Tracking.resolve(tmp_path, None, "jacbench")
 
 
@@ -54,8 +55,14 @@ def test_job_run_logs_only_measurements_as_metrics_in_readable_units(tmp_path: P
         "log10_rel_err",
         "err_eps",
         "within_tol",
+        # for MLflow's linear chart axes: bars that grow with the time and the error, and
+        # the time under its problem's key (a chart section per problem)
+        "log10_time_us",
+        "log10_err_eps",
+        "mlp N84 M576 float32 cpu/log10_time_us",
     }
     assert metrics["time_median_ms"] == 0.1  # 1e-4 s
+    assert metrics["log10_time_us"] == 2.0 and metrics["log10_err_eps"] >= 0
     assert metrics["rel_err"] == 3.707e-8  # 4 significant digits: the table shows all of them
     assert metrics["log10_rel_err"] == pytest.approx(math.log10(3.7065e-8), abs=1e-3)
     for constant in ("n_in", "n_out", "batch", "seed", "threads", "tolerance"):
@@ -103,28 +110,28 @@ def test_experiment_gets_a_description_classic_layout_and_listed_saved_views(tmp
     assert isinstance(envelope["name"], str) and isinstance(envelope["createdAt"], int)
     view = json.loads(envelope["state"])
     assert view["runsHiddenMode"] == "SHOW_ALL"  # MLflow's default hid all but 10 runs
-    assert view["columnOrder"][:7] == [
+    assert view["columnOrder"][:7] == [  # the answer, the time with its interval beside it
         "attributes.`Run Name`",
         "tags.`recommended_strategy`",
-        "attributes.`Dataset`",
-        "params.`dtype`",
         "metrics.`time_median_ms`",
+        "metrics.`time_ci_low_ms`",
+        "metrics.`time_ci_high_ms`",
         "metrics.`err_eps`",
         "metrics.`within_tol`",
     ]
     assert set(view["columnOrder"][1:]) == set(view["selectedColumns"])
     widths = view["columnWidths"]
-    assert widths["metrics.`time_median_ms`"] >= 130  # its header with the unit, uncut
+    assert widths["metrics.`time_median_ms`"] >= 125  # its header with the unit, uncut
     answer = view["columnOrder"][: view["columnOrder"].index("metrics.`within_tol`") + 1]
     assert sum(widths[c] for c in answer) <= 1000  # to the verdict on a 1440 px screen
     charts = json.loads(json.loads(tags[f"mlflow.sharedViewState.{CHARTS_KEY}"])["state"])
     job_runs = client.search_runs([experiment_id], charts["searchFilter"])
     assert job_runs == []  # no job yet; the filter is valid MLflow search syntax
     cards = {card["type"]: card for card in reversed(charts["compareRunCharts"])}  # the first
-    assert cards["BAR"]["metricKey"] == "time_median_ms"
+    assert cards["BAR"]["metricKey"] == "log10_time_us"  # a log axis: no outlier flattens
     assert (cards["SCATTER"]["xaxis"]["key"], cards["SCATTER"]["yaxis"]["key"]) == (
-        "log10_rel_err",
-        "time_median_ms",
+        "log10_err_eps",
+        "log10_time_us",
     )
     assert cards["IMAGE"]["imageKeys"] == ["time_per_strategy"]
     assert all(card["runsCountToCompare"] >= 16 for card in charts["compareRunCharts"])
@@ -207,6 +214,15 @@ def test_sweep_parent_run_answers_through_the_mlflow_api(cli):
     assert "summary_table.json" in artifacts and "answer.md" not in artifacts
     assert "answer.md" not in tags["mlflow.note.content"]  # a plain sweep has none
     assert sorted(c.info.run_name for c in children) == ["functional f32 mlp", "jacrev f32 mlp"]
+    # one problem: its answer is the parent's own metrics, in the jobs' columns (issue 44)
+    metrics = parent.data.metrics
+    if metrics.get("settled"):
+        assert {"time_median_ms", "time_ci_low_ms", "time_ci_high_ms", "err_eps"} <= set(metrics)
+        assert metrics["time_ci_low_ms"] <= metrics["time_median_ms"] <= metrics["time_ci_high_ms"]
+        assert metrics["exact"] == 1.0
+    first = tags["mlflow.note.content"].splitlines()[0]
+    assert "([the report](/#/experiments/" in first and "/artifacts/report/report.html?" in first
+    assert "Chart tab" not in tags["mlflow.note.content"]
     for child in children:
         assert child.info.end_time - child.info.start_time >= child.data.metrics["measure_ms"]
     # figures as MLflow images (the run's image views), not only files: the report's on the
@@ -252,7 +268,8 @@ def test_a_reviewer_gets_the_answer_from_the_links_jacbench_prints(cli, tmp_path
     with script.mlflow_server(db, tmp_path / "server.log") as url:
         found = script.check_ui(url, db, out, printed=proc.stdout)
     assert found.problems == []
-    names = {"runs_table", "parent_overview", "parent_images", "charts", "report"}
+    names = {"runs_table", "runs_expanded", "parent_overview", "parent_images", "charts"}
+    names |= {"report"}
     assert {p.stem for p in found.screenshots} == names
     assert all(p.stat().st_size > 10_000 for p in found.screenshots)
 
@@ -288,3 +305,40 @@ def test_the_headline_names_the_problem_each_recommendation_answers():
     same += [make_result(strategy="jacrev", dtype="float32", time_median_s=1e-3)]
     first = overview(pd.DataFrame([r.__dict__ for r in same])).description.splitlines()[0]
     assert first == "**Recommended: jacrev**"
+
+
+def test_several_problems_get_an_answer_run_each_and_the_charts_a_section_each(cli):
+    """Issue 44: a collapsed parent showed '-' in every number column and the charts mixed
+    every problem on a linear axis: each problem's answer is a run under the sweep's, its
+    figures in the jobs' columns, and the charts' view has a section per problem."""
+    proc = cli("-m", "strategy=jacrev,functional", "dtype=float32,float64", *QUICK, timeout=300)
+    assert proc.returncode == 0, proc.stderr
+    client = MlflowClient(cli.tracking_uri)
+    (parent,), children = mlflow_runs(cli.tracking_uri)
+    answers = answer_runs(cli.tracking_uri)
+    assert sorted(a.info.run_name.split(": ", 1)[1] for a in answers) == [
+        "mlp (N=32, M=48) float32 cpu",
+        "mlp (N=32, M=48) float64 cpu",
+    ]
+    for run in answers:
+        metrics, choice = run.data.metrics, run.data.tags["recommended_strategy"]
+        assert run.info.run_name.startswith(f"answer {choice}: ")
+        if metrics["settled"]:
+            job = next(
+                c
+                for c in children
+                if c.data.params.get("strategy") == choice
+                and run.info.run_name.endswith(c.data.params["dtype"] + " cpu")
+            )
+            for key in ("time_median_ms", "time_ci_low_ms", "time_ci_high_ms", "err_eps"):
+                assert metrics[key] == job.data.metrics[key]  # the winner's own figures
+        else:
+            assert "time_median_ms" not in metrics  # no figure quoted for an unsettled pick
+    experiment = client.get_experiment(parent.info.experiment_id)
+    state = json.loads(json.loads(experiment.tags[f"mlflow.sharedViewState.{CHARTS_KEY}"])["state"])
+    sections = [s["name"] for s in state["compareRunSections"]]
+    assert sections == ["mlp N32 M48 float32 cpu", "mlp N32 M48 float64 cpu", "all jobs"]
+    shown = client.search_runs([experiment.experiment_id], state["searchFilter"])
+    assert {r.info.run_id for r in shown} == {c.info.run_id for c in children}  # its jobs only
+    keys = {c["metricKey"] for c in state["compareRunCharts"] if c["type"] == "BAR"}
+    assert "mlp N32 M48 float64 cpu/log10_time_us" in keys

@@ -123,9 +123,10 @@ def loky_workers(pid: int) -> set[int]:
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("when", ["measuring", "starting"])
-def test_kill_9_of_a_joblib_sweep_leaves_no_worker_or_resource_tracker(tmp_path, when):
-    """Killed while both workers measure, or while they start (before their first job)."""
+def test_kill_9_of_a_joblib_sweep_leaves_no_worker_or_resource_tracker(tmp_path):
+    """Killed while both workers measure. (A worker killed with its sweep before its first
+    job is not watched since jacbench no longer replaces joblib's loky backend to start the
+    watch in each worker: it ends at loky's own idle timeout; docs/sweeps.md.)"""
     command = [sys.executable, "-m", "jacbench", "-m", "hydra/launcher=joblib"]
     command += ["hydra.launcher.n_jobs=2", "strategy=jacrev,jacfwd,functional,autograd_loop"]
     command += ["timing.min_run_time=60", "mlflow.enabled=false", "report=false"]
@@ -140,14 +141,9 @@ def test_kill_9_of_a_joblib_sweep_leaves_no_worker_or_resource_tracker(tmp_path,
     try:
         claims = tmp_path / "results" / CLAIMS
         end = time.monotonic() + 120
-        if when == "measuring":
-            while len(list(claims.glob("*.claim"))) < 2 and time.monotonic() < end:
-                time.sleep(0.1)
-            assert len(list(claims.glob("*.claim"))) == 2  # both workers are measuring
-        else:
-            while len(loky_workers(sweep.pid)) < 2 and time.monotonic() < end:
-                time.sleep(0.02)
-            assert not claims.exists()  # no job has started
+        while len(list(claims.glob("*.claim"))) < 2 and time.monotonic() < end:
+            time.sleep(0.1)
+        assert len(list(claims.glob("*.claim"))) == 2  # both workers are measuring
         helpers = children(sweep.pid)  # loky workers (and resource trackers once started)
         assert len(loky_workers(sweep.pid)) == 2, helpers
         sweep.kill()

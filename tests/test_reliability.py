@@ -7,6 +7,7 @@ import contextlib
 import math
 import os
 import resource
+import shutil
 import signal
 import stat
 import subprocess
@@ -22,7 +23,7 @@ from hydra.experimental.callback import Callback
 from helpers.results import make_result
 from helpers.tracking import half_made_db, mlflow_runs
 from jacbench.core.errors import ConfigError
-from jacbench.record.mlflow_db import create_atomically
+from jacbench.record.mlflow_db import SCRATCH, create_atomically
 from jacbench.record.parquet import (
     QUARANTINE,
     find_done_result,
@@ -127,13 +128,14 @@ def test_tracking_down_and_disk_full_never_claims_a_written_row(launch, tmp_path
 
 
 class FillDisk(Callback):
-    """Fills the sweep folder's file system once the jobs ran (Hydra calls the callbacks'
-    on_multirun_end in reverse order, so this comes before jacbench's summary)."""
+    """Fills the sweep folder's file system once the last job ran, before the summary."""
 
     def __init__(self, folder: str) -> None:
         self.folder = Path(folder)
 
-    def on_multirun_end(self, config, **kwargs) -> None:
+    def on_job_end(self, config, job_return, **kwargs) -> None:
+        if config.hydra.job.num != 1:  # the sweep's second and last job
+            return
         with open(self.folder / "filler", "wb") as handle:
             try:
                 while True:
@@ -248,7 +250,7 @@ def test_killing_the_first_mlflow_db_creation_leaves_no_db_or_a_complete_one(tmp
     create_atomically(made)
     head = schema_version(made)
     path = tmp_path / "mlflow.db"
-    code = f"from jacbench.record.mlflow_db import ready_store; ready_store('sqlite:///{path}')"
+    code = f"from jacbench.record.mlflow_db import open_store; open_store('sqlite:///{path}')"
 
     def watch(proc: subprocess.Popen, seconds: float) -> None:
         """While ``proc`` runs: whenever mlflow.db exists, it is complete."""
@@ -258,15 +260,16 @@ def test_killing_the_first_mlflow_db_creation_leaves_no_db_or_a_complete_one(tmp
                 assert schema_version(path) == head
             time.sleep(0.02)
 
-    for delay in (0.3, 1.5):  # kill -9 at two moments of the creation
+    scratch = Path("/dev/shm").glob(f"{SCRATCH}*")
+    before = set(scratch)
+    for delay in (1.0, 2.0, 3.0):  # kill -9 while MLflow imports, migrates, or copies
         proc = subprocess.Popen([sys.executable, "-c", code])
-        started = time.monotonic()
-        while not list(tmp_path.glob(".mlflow.db.*.tmp")) and time.monotonic() - started < 60:
-            time.sleep(0.01)
         watch(proc, delay)
         proc.kill()
         proc.wait()
         assert not path.exists() or schema_version(path) == head
+    for left in set(Path("/dev/shm").glob(f"{SCRATCH}*")) - before:  # removed after 10 min
+        shutil.rmtree(left, ignore_errors=True)
     proc = subprocess.Popen([sys.executable, "-c", code])  # a first run to its end
     watch(proc, 300)
     assert proc.wait() == 0 and schema_version(path) == head

@@ -306,3 +306,19 @@ def test_shape_plot_draws_one_curve_per_model_family():
         "reverse (custom[Pde] float32)",
     ]
     assert all(len(line.get_xdata()) == 3 for line in fig.axes[0].get_lines())
+
+
+def test_an_answers_prose_wraps_and_its_tables_keep_their_columns():
+    """Issue 44: answer.md was one fenced block whose long lines MLflow's viewer showed
+    without wrapping."""
+    from jacbench.record.markdown import wrapped_prose
+
+    table = "strategy  dtype    median [95% interval]     time / loop  " + "x" * 60
+    prose = "Answer: " + "a word " * 40
+    text = wrapped_prose(f"{table}\n{prose}\n- " + "bullet " * 30)
+    lines = text.splitlines()
+    assert lines[0] == table  # a table row, however long, stays one line
+    assert all(len(line) <= 100 for line in lines[1:])
+    assert lines[1].startswith("Answer: ") and len(lines) > 4
+    bullet = lines.index(next(line for line in lines if line.startswith("- ")))
+    assert lines[bullet + 1].startswith("  bullet")  # under the bullet's text

@@ -106,3 +106,25 @@ def test_config_hash_is_stable_and_covers_what_is_measured_only():
     assert base != config_hash(compose_job("strategy=fd_central", "strategy.eps=1e-4"))
     assert base != config_hash(compose_job("strategy=fd_central", "dtype=float64"))
     assert base != config_hash(compose_job("strategy=fd_central", "model.hidden=8"))
+
+
+def test_rows_of_an_earlier_jacbench_read_with_every_column_and_its_default(tmp_path: Path):
+    """Issue 46 (D2): schema evolution, so that summaries and reports over a folder that mixes
+    versions can be written with the current schema (non-nullable text columns included)."""
+    from jacbench.record.parquet import write_table
+    from jacbench.run.sweep.summary import SUMMARY_SCHEMA
+
+    write_result(make_result(tier="compiled"), tmp_path)
+    row = {k: v for k, v in dataclasses.asdict(make_result()).items()}
+    for name in ("tier", "decided_by", "n_blocks", "time_blocks_s"):
+        del row[name]
+    pq.write_table(pa.Table.from_pylist([row]), tmp_path / "earlier.parquet")
+    frame = read_results(tmp_path)
+    assert list(frame.columns) == COLUMNS
+    assert sorted(frame["tier"]) == ["", "compiled"] and list(frame["decided_by"]) == ["", ""]
+    assert frame["n_blocks"].isna().sum() == 1
+    assert {"tier", "decided_by", "n_blocks", "time_blocks_s"} <= set(
+        frame.attrs["missing_columns"]
+    )
+    frame["job_num"], frame["resumed"] = [0, 1], [True, False]
+    write_table(tmp_path / "summary.parquet", frame, SUMMARY_SCHEMA)  # ArrowInvalid before

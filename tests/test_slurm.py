@@ -144,7 +144,7 @@ def test_a_cancelled_task_is_reported_the_others_counted_and_a_rerun_redoes_only
     subprocess.run(["scancel", task], check=True)
     out, _ = sweep.communicate(timeout=240)  # the launcher does not hang on the dead task
     assert sweep.returncode == 1, out
-    assert re.search(rf"SLURM task {task} \(.*\) did not complete: .*CANCELLED", out), out
+    assert re.search(rf"jacbench: the launcher stopped \(\w+: Job {task} .*CANCELLED", out), out
     assert "3/4 jobs recorded: 3 ok" in out and "1 without a record" in out
     parents, children = mlflow_runs(cli.tracking_uri)
     assert len(parents) == 1 and len(children) == 3
@@ -158,7 +158,7 @@ def test_a_cancelled_task_is_reported_the_others_counted_and_a_rerun_redoes_only
 
 @pytest.mark.slow  # needs the local cluster up: seconds
 def test_a_pending_task_is_named_with_squeues_reason(cluster):
-    from hydra_plugins.jacbench_launcher.waiting_slurm import pending_reasons
+    from jacbench.run.sweep.slurm import pending_reasons
 
     held = subprocess.run(
         ["sbatch", "--parsable", "--hold", "-o", "/dev/null", "--wrap", "true"],
@@ -170,18 +170,3 @@ def test_a_pending_task_is_named_with_squeues_reason(cluster):
         assert pending_reasons([held]) == [f"{held} pending (JobHeldUser)"]
     finally:
         subprocess.run(["scancel", held], check=True)
-
-
-def test_only_a_sweep_that_can_resume_composes_its_jobs_before_submitting(tmp_path: Path):
-    from hydra_plugins.jacbench_launcher.recorded import maybe_recorded
-
-    config = OmegaConf.create({"results_dir": "results", "force": False})
-    jobs = [["strategy=jacrev"], ["strategy=jacfwd"]]
-    assert not maybe_recorded(config, jobs, tmp_path)  # a first run: nothing to look up
-    (tmp_path / "results").mkdir()
-    (tmp_path / "results" / "x_0123456789abcdef_1.parquet").write_bytes(b"")
-    assert maybe_recorded(config, jobs, tmp_path)
-    assert not maybe_recorded(OmegaConf.merge(config, {"force": True}), jobs, tmp_path)
-    elsewhere = OmegaConf.merge(config, {"results_dir": "empty"})
-    assert maybe_recorded(elsewhere, [["results_dir=results"]], tmp_path)
-    assert not maybe_recorded(elsewhere, jobs, tmp_path)

@@ -75,6 +75,60 @@ def test_constants_fold_a_tridiagonal_matrix_stored_dense():
     assert prep.info.n_colors == 3 and prep.info.colors_lower_bound == 3
 
 
+@pytest.mark.parametrize("made_by", ["stack_of_like", "cat_of_new"])
+def test_tensors_made_like_another_depend_on_no_input(made_by):
+    """``zeros_like``, ``ones_like`` and ``new_zeros`` were taken as masks that vary with the
+    input: ``stack`` or ``cat`` with them made every element depend on every input (hand
+    tracking traced 26 colours where its declared pattern needs 10 and asdex finds 8)."""
+    x0 = torch.randn(5, dtype=torch.float64)
+    if made_by == "stack_of_like":
+
+        def f(x: torch.Tensor) -> torch.Tensor:
+            c, s = torch.cos(x), torch.sin(x)
+            zero, one = torch.zeros_like(c), torch.ones_like(c)
+            return torch.stack([c, -s, zero, s, c, zero, zero, zero, one], -1).reshape(-1)
+
+    else:
+
+        def f(x: torch.Tensor) -> torch.Tensor:
+            padded = torch.cat([x, x.new_zeros(1)])
+            return padded[torch.tensor([5, 0, 1, 5, 2, 3, 4])] * 2
+
+    rows, cols = traced_pattern(f, x0, f(x0).numel())
+    mask = np.zeros((f(x0).numel(), 5), dtype=bool)
+    mask[rows, cols] = True
+    jac = torch.func.jacfwd(f)(torch.randn(5, dtype=torch.float64)).numpy()
+    assert np.array_equal(mask, jac != 0)  # exactly the entries, each on one input
+
+
+def test_a_tensor_filled_with_a_number_computed_from_the_input_depends_on_it():
+    """``full_like(x, x.sum().item())`` is not a constant: taken as one (zeros), the product
+    with x folded away and the pattern came out empty where the Jacobian is dense."""
+
+    def f(x: torch.Tensor) -> torch.Tensor:
+        return torch.full_like(x, x.sum().item()) * x
+
+    x = torch.randn(4, dtype=torch.float64)
+    rows, cols = traced_pattern(f, x, 4)
+    mask = np.zeros((4, 4), dtype=bool)
+    mask[rows, cols] = True
+    assert not ((torch.func.jacrev(f)(x).numpy() != 0) & ~mask).any()
+
+
+def test_the_traced_pattern_tightens_a_looser_declared_one_and_stays_exact():
+    """A declared pattern looser than what tracing proves keeps only the traced entries:
+    fewer colours, and the Jacobian still exact at new points."""
+    loose = (A != 0) | torch.eye(N).roll(5, 1).bool()  # 2 more entries a row than A's
+    pattern, source = sparsity.find(lambda x: A @ x, torch.randn(1, N).double(), N, loose)
+    assert pattern.proved and pattern.nnz == 3 * N - 2
+    assert source == f"declared, tightened by tracing ({N} entries proved zero)"
+    prep = jacbench.prepare(
+        lambda x: A @ x, torch.randn(N).double(), "sparse_jacfwd", pattern=loose
+    )
+    assert prep.info.n_colors == 3  # the declared pattern alone: 4 a row, 4 colours or more
+    assert rel_err(prep(torch.randn(N).double()), A) < 1e-15
+
+
 @pytest.mark.parametrize("model", SPARSE_ZOO)
 def test_traced_patterns_of_the_zoo_cover_their_jacobians(model):
     problem = build_problem(model, torch.float64, CPU, 0)
@@ -90,9 +144,10 @@ def test_traced_patterns_of_the_zoo_cover_their_jacobians(model):
 
 @pytest.mark.parametrize("model", SPARSE_ZOO)
 def test_colours_of_every_sparse_zoo_model_are_at_their_bound(model):
+    """The thorough colouring (DSATUR too: what a compiling preparation affords)."""
     problem = build_problem(model, torch.float64, CPU, 0)
     pattern, _ = sparsity.find(problem.f, problem.points, problem.n_out)
-    colors = sparsity.color_columns(pattern)
+    colors = sparsity.color_columns(pattern, thorough=True)
     assert int(colors.max()) + 1 == sparsity.lower_bound(pattern)
 
 
@@ -101,7 +156,8 @@ def test_the_five_point_stencil_gets_five_colours_and_a_band_its_width():
         {"_target_": "jacbench.models.pde.Laplacian2D", "n": 64}, torch.float32, CPU, 0
     )
     pattern = sparsity.from_tensor(problem.sparsity(), (problem.n_out, problem.n_in))
-    assert int(sparsity.color_columns(pattern).max()) + 1 == 5  # greedy in order: 7
+    assert int(sparsity.color_columns(pattern, thorough=True).max()) + 1 == 5
+    assert int(sparsity.color_columns(pattern).max()) + 1 == 7  # greedy, as asdex's
     for half in (1, 2, 4):
         band = sparsity.from_tensor(banded_pattern(200, half), (200, 200))
         assert int(sparsity.color_columns(band).max()) + 1 == 2 * half + 1
@@ -280,3 +336,24 @@ def test_a_declared_pattern_that_covers_the_traced_one_is_proved_without_random_
     assert source == "declared" and covers.proved
     narrower, _ = sparsity.find(relu_map, X6.reshape(1, -1), 6, declared=AT_X0_ONLY.expand(6, 6))
     assert not narrower.proved
+
+
+@pytest.mark.parametrize("output", ["csr", "scipy"])
+def test_a_sparse_answer_edited_by_its_caller_changes_no_later_answer(output):
+    """A library result is never shared with the next call: CSR answers shared their index
+    arrays with the prepared pattern, so one caller's in-place edit moved every later
+    answer's entries."""
+    import jacbench
+
+    def f(x):
+        return torch.sin(x) * x.roll(1)
+
+    x = torch.randn(8, dtype=torch.float64)
+    prep = jacbench.prepare(f, x, "sparse_jacfwd", output=output)
+    first = prep(x)
+    cols = first.col_indices() if output == "csr" else first.indices
+    cols[:] = 0  # the caller reuses the answer's storage
+    y = torch.randn(8, dtype=torch.float64)
+    later = prep(y)
+    dense = later.to_dense() if output == "csr" else torch.from_numpy(later.toarray())
+    assert torch.allclose(dense, torch.autograd.functional.jacobian(f, y))

@@ -110,34 +110,14 @@ def test_eight_joblib_jobs_on_four_workers_lose_nothing_and_a_rerun_sends_out_on
     resumed = pd.read_parquet(summary_path).set_index("config_hash")
     assert resumed["resumed"].sum() == 7 and not resumed.loc[lost, "resumed"]
     assert (resumed["job_num"] == first["job_num"].reindex(resumed.index)).all()  # same numbers
-    assert jobs_run_in(summary_path) == {str(first.loc[lost, "job_num"])}  # no worker for the 7
+    (ran,) = jobs_run_in(summary_path)  # no worker for the 7 (Hydra numbers the one it ran 0)
+    overrides = (summary_path.parent / ran / ".hydra" / "overrides.yaml").read_text()
+    strategy, dtype, model = first.loc[lost, ["strategy", "dtype", "model"]]
+    assert all(f"{k}={v}" in overrides for k, v in [("strategy", strategy), ("dtype", dtype)])
+    assert f"model={model}" in overrides
     assert len(cli.results()) == 8
     parents, children = mlflow_runs(cli.tracking_uri)
     assert len(parents) == 2 and len(children) == 9
-
-
-def test_each_job_of_a_sweep_is_composed_once(cli, monkeypatch):
-    """Hydra's basic sweeper composes every job to validate the batch and its launcher then
-    composes it again; jacbench's sweeper hands the launcher the validated config."""
-    from hydra._internal.config_loader_impl import ConfigLoaderImpl
-
-    composed: list[tuple[str, ...]] = []
-    compose = ConfigLoaderImpl.load_sweep_config
-
-    def counted(self, master_config, sweep_overrides):
-        composed.append(tuple(sweep_overrides))
-        return compose(self, master_config, sweep_overrides)
-
-    monkeypatch.setattr(ConfigLoaderImpl, "load_sweep_config", counted)
-    proc = cli("-m", "strategy=jacrev,fd_central", "dtype=float32,float64", *QUICK, *NO_REPORT)
-    assert proc.returncode == 0, proc.stderr
-    assert len(composed) == len(set(composed)) == 4
-    rows = cli.results()
-    assert len(rows) == 4 and set(rows["status"]) == {"ok"}
-    summary = pd.read_parquet(cli.summaries()[0])
-    assert sorted(summary["job_num"]) == [0, 1, 2, 3]
-    jobs = {(r.strategy, r.dtype) for r in rows.itertuples()}
-    assert jobs == {(s, d) for s in ("jacrev", "fd_central") for d in ("float32", "float64")}
 
 
 def test_force_reruns_done_jobs(cli):
@@ -181,12 +161,22 @@ def test_a_killed_sweep_stays_readable_and_resumes_only_missing_jobs(cli):
     first = cli.results()
     assert 2 <= len(first) < 6 and set(first["status"]) == {"ok"}
 
+    (killed,), _ = mlflow_runs(cli.tracking_uri)
+    assert killed.info.status == "RUNNING"  # its sweep never reached its end
+
     again = cli(*args, timeout=300)
     assert again.returncode == 0, again.stderr
     assert resumed_jobs(again.stdout) == len(first)
     rows = cli.results()
     assert len(rows) == 6 and rows["config_hash"].nunique() == 6
     assert set(rows["status"]) == {"ok"}
+    # issue 46 (D3): the parent a SIGKILL left RUNNING is closed by the next sweep
+    assert f"closed the MLflow parent run {killed.info.run_id}" in again.stdout
+    parents, _ = mlflow_runs(cli.tracking_uri)
+    ended = {p.info.run_id: p for p in parents}
+    assert ended[killed.info.run_id].info.status == "KILLED"
+    assert "did not reach its end" in ended[killed.info.run_id].data.tags["error_message"]
+    assert {p.info.status for p in parents} == {"KILLED", "FINISHED"}
 
 
 @pytest.mark.slow
@@ -277,3 +267,52 @@ def test_a_compiled_sweep_of_several_jobs_runs_in_one_process(cli):
     assert len(rows) == 6 and set(rows["status"]) == {"ok"} and rows["within_tol"].all()
     auto = rows[rows["strategy"] == "auto"]
     assert set(auto["tier"]) == {"compiled"} and set(auto["chosen_strategy"]) == {"jacfwd_folded"}
+
+
+# Columns an earlier jacbench did not write (ea13d8b, 49 columns; d613268 lacked only tier).
+EARLIER_LACKING = ["tier", "decided_by", "pattern_source", "undecided_reason", "n_blocks"]
+EARLIER_LACKING += ["time_ci_low_s", "time_ci_high_s", "time_blocks_s", "cpu_blocks_s"]
+EARLIER_LACKING += ["cpu_median_s", "cpu_wall_ratio", "load_avg_1m", "reference_sample"]
+
+
+def test_a_sweep_resumed_over_rows_of_an_earlier_jacbench_ends_with_its_summary(launch, tmp_path):
+    """Issue 46 (D2): after an upgrade, the same sweep with one strategy more ended in
+    ArrowInvalid ('tier' non-nullable): no summary, no report, no recommendation, exit 1."""
+    import dataclasses
+
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    from helpers.cli import compose_job
+    from helpers.results import make_result
+    from jacbench.record.parquet import result_filename
+    from jacbench.run.identity import config_hash
+
+    grid = ["model=seed003_cat_poly", "timing=quick", "timing.memory=false"]
+    earlier = make_result(
+        strategy="jacrev",
+        model="seed003_cat_poly",
+        config_hash=config_hash(compose_job("strategy=jacrev", *grid)),
+    )
+    row = {k: v for k, v in dataclasses.asdict(earlier).items() if k not in EARLIER_LACKING}
+    (tmp_path / "results").mkdir()
+    pq.write_table(pa.Table.from_pylist([row]), tmp_path / "results" / result_filename(earlier))
+
+    code, lines, printed = launch("-m", "strategy=jacrev,jacfwd", *grid)
+    assert code == 0 and "Traceback" not in printed, printed
+    assert "job 0: already done" in printed and "2/2 jobs recorded: 2 ok" in printed, printed
+    assert "Recommended: " in printed and not lines, lines
+    (summary,) = sorted(tmp_path.glob("multirun/*/*/summary.parquet"))
+    rows = pd.read_parquet(summary).set_index("strategy")
+    assert rows.loc["jacrev", "resumed"] and rows.loc["jacrev", "tier"] == ""
+    assert list(tmp_path.glob("multirun/*/*/report/report.html"))
+
+
+def test_a_sweep_under_another_sweeper_is_one_line(launch, tmp_path):
+    code, lines, printed = launch("-m", "hydra/sweeper=basic", "strategy=jacrev", "report=false")
+    assert code == 1 and "Traceback" not in printed, printed
+    assert lines == [
+        "jacbench: this sweep was not opened by jacbench's sweeper: sweep with "
+        "hydra/sweeper=jacbench (the default)"
+    ]
+    assert not (tmp_path / "results").exists()

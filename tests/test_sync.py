@@ -3,10 +3,11 @@
 from __future__ import annotations
 
 from helpers.results import make_result
-from helpers.tracking import half_made_db, sqlite_uri
-from jacbench.record import sync
+from helpers.tracking import half_made_db, seed_store, sqlite_uri
+from jacbench import sync
 from jacbench.record.mlflow_run import JOB_TAG
 from jacbench.record.parquet import read_results, write_result
+from jacbench.record.run_ids import RUNS
 
 
 def job_runs(tmp_path) -> list:
@@ -26,6 +27,7 @@ def run_ids(tmp_path) -> dict[str, str]:
 
 def run_sync(tmp_path, monkeypatch, capsys) -> tuple[int, str]:
     """``python -m jacbench.sync results`` typed in the launch folder (default tracking)."""
+    seed_store(tmp_path)  # where no run has made it: a copy of one MLflow built once
     monkeypatch.chdir(tmp_path)
     code = sync.main(["results"])
     captured = capsys.readouterr()
@@ -57,25 +59,36 @@ def test_rows_recorded_without_tracking_get_their_runs_once(launch, tmp_path, mo
     assert len(job_runs(tmp_path)) == 3 and run_ids(tmp_path) == synced
 
 
-def test_a_run_logged_but_not_written_back_is_found_not_logged_again(
+def test_a_run_logged_but_not_noted_is_found_not_logged_again(
     launch, tmp_path, monkeypatch, capsys
 ):
     code, _, printed = launch("strategy=jacrev", mlflow=True)
     assert code == 0, printed
-    (path,) = (tmp_path / "results").glob("*.parquet")
     logged = run_ids(tmp_path)
-    table = sync.read_one(path)
-    sync.write_atomic(
-        path,
-        table.set_column(  # the row as if its id had not been written
-            table.schema.get_field_index("mlflow_run_id"), "mlflow_run_id", [[""]]
-        ),
-    )
-    assert not sync.row_result(sync.read_one(path)).mlflow_run_id
+    (note,) = (tmp_path / "results" / RUNS).iterdir()
+    note.unlink()  # as if the job had been stopped right after logging its run
+    assert not any(run_ids(tmp_path).values())
 
     code, printed = run_sync(tmp_path, monkeypatch, capsys)
     assert code == 0, printed
     assert run_ids(tmp_path) == logged and len(job_runs(tmp_path)) == 1  # not logged twice
+
+
+def test_rows_are_written_once_before_their_runs_and_the_runs_noted_beside_them(launch, tmp_path):
+    """Issue 45: each row was written, logged, then written again with its run id."""
+    import pyarrow.parquet as pq
+
+    from jacbench.record.mlflow_run import LOGGED_AT_TAG
+
+    code, _, printed = launch("-m", "strategy=jacrev,jacfwd", "report=false", mlflow=True)
+    assert code == 0, printed
+    runs = {r.data.tags[JOB_TAG]: r for r in job_runs(tmp_path)}
+    assert run_ids(tmp_path) == {job: r.info.run_id for job, r in runs.items()}
+    for path in (tmp_path / "results").glob("*.parquet"):
+        table = pq.read_table(path)
+        assert table.column("mlflow_run_id")[0].as_py() == ""  # never rewritten with it
+        run = runs[table.column("job_id")[0].as_py()]
+        assert path.stat().st_mtime <= float(run.data.tags[LOGGED_AT_TAG])  # written first
 
 
 def test_tracking_still_down_is_one_line_and_rows_are_left_as_they_are(
@@ -117,6 +130,7 @@ def _cut_short_run(tmp_path, job_id: str, created_s_ago: float) -> str:
 
     from jacbench.record.mlflow_run import LOGGED_AT_TAG, Tracking, ensure_experiment
 
+    seed_store(tmp_path)
     tracking = Tracking.resolve(tmp_path, sqlite_uri(tmp_path), "jacbench")
     experiment_id = ensure_experiment(tracking)
     tags = {JOB_TAG: job_id, LOGGED_AT_TAG: f"{time.time() - created_s_ago:.3f}"}

@@ -33,7 +33,8 @@ if TYPE_CHECKING:
     from jacbench.core.problem import Problem
     from jacbench.core.strategy import strategy
 
-__version__ = "0.1.0"
+from jacbench.core.version import VERSION as __version__  # noqa: E402
+
 _HOMES = {
     "Declared": "jacbench.core.prepared",
     "FlatParams": "jacbench.core.params",

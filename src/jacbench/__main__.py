@@ -1,22 +1,18 @@
-"""``python -m jacbench``: the tracking helper starts before torch is imported, the garbage
-collector waits until start-up is over, and the command ends without tearing down the
-interpreter (issue 29)."""
+"""``python -m jacbench`` and the ``jacbench`` script: jacbench's ``main`` with the garbage
+collector off while it starts (``jacbench.run.collector``: why, and when it is on)."""
 
-import sys
+from jacbench.run.collector import Collector
 
-from jacbench.core import gc_pause
 
-gc_pause.pause()  # resumed before anything is timed (jacbench.run.runner)
+def command() -> None:
+    collector = Collector.off_for_start_up()
+    try:
+        from jacbench.run.app import main
 
-from jacbench.record.tracker import maybe_start  # noqa: E402
-from jacbench.run.exit import exit_now  # noqa: E402
+        main(collector)
+    finally:
+        collector.end()
 
-maybe_start(sys.argv[1:])  # MLflow imported in a helper process while torch imports here
 
-from jacbench.run.app import main  # noqa: E402
-
-try:
-    main()
-except SystemExit as stop:
-    exit_now(stop.code)
-exit_now(0)
+if __name__ == "__main__":
+    command()

@@ -16,7 +16,7 @@ import pandas as pd
 import pytest
 import torch
 
-from helpers.tracking import sqlite_uri
+from helpers.tracking import seed_store, sqlite_uri
 from jacbench.record.parquet import read_results
 
 SCRIPTS = Path(__file__).resolve().parents[2] / "scripts"
@@ -33,10 +33,10 @@ def compose_job(*overrides: str, with_hydra: bool = False):
     node (launcher, sweeper)."""
     from hydra import compose, initialize_config_dir
 
+    from jacbench.core.registry import load_registry
     from jacbench.run.config import conf_dir, register_configs
-    from jacbench.run.schema import strategy_options
 
-    register_configs(strategy_options())  # strategy=<name> and its typed options
+    register_configs(load_registry())  # strategy=<name> and its typed options
     with initialize_config_dir(config_dir=str(conf_dir()), version_base="1.3"):
         return compose("config", list(overrides), return_hydra_config=with_hydra)
 
@@ -73,8 +73,13 @@ class Cli:
         env: dict[str, str] | None = None,
         timeout: float = 120,
         subprocess: bool = False,
+        new_store: bool = False,
     ) -> CompletedProcess:
+        """``new_store``: let the run build its own MLflow database (by default a folder
+        without one gets a copy of one MLflow built for the test process)."""
         env = env or clean_env()
+        if not new_store and self._tracks_into_the_folder(args, env):
+            seed_store(self.folder)
         if subprocess or not self._in_process_possible(args, env):
             return run(
                 [sys.executable, "-m", "jacbench", *args],
@@ -85,6 +90,13 @@ class Cli:
                 timeout=timeout,
             )
         return self._in_process(list(args), env)
+
+    @staticmethod
+    def _tracks_into_the_folder(args: tuple[str, ...], env: dict[str, str]) -> bool:
+        """MLflow's default store: ``mlflow.db`` in the launch folder."""
+        elsewhere = any(a.startswith(("mlflow.tracking_uri=", "--")) for a in args)
+        off = "mlflow.enabled=false" in args or "MLFLOW_TRACKING_URI" in env
+        return not (elsewhere or off)
 
     @staticmethod
     def _in_process_possible(args: tuple[str, ...], env: dict[str, str]) -> bool:

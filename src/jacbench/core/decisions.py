@@ -33,9 +33,9 @@ from typing import Any
 import torch
 from torch import nn
 
-import jacbench
 from jacbench.core import cache
 from jacbench.core.cache import ENV, cache_folder  # noqa: F401  (ENV: the documented name)
+from jacbench.core.version import VERSION
 
 
 def folder() -> Path | None:
@@ -67,7 +67,7 @@ def key(problem: Any, options: dict[str, Any]) -> str:
         "problem": [problem.name, problem.wrt, problem.n_in, problem.n_out, problem.batch],
         "x": [list(problem.x.shape), str(problem.dtype), str(problem.device)],
         "torch": torch.__version__,
-        "jacbench": jacbench.__version__,
+        "jacbench": VERSION,
         "machine": [platform.machine(), platform.processor(), platform.node()],
         "threads": torch.get_num_threads(),
         "options": options,

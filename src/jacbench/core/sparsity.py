@@ -16,19 +16,21 @@ is ``proved``, and so is a declared or probed one that covers the traced pattern
 the prepared point and at random points (``verify``, ``jacbench.core.directional``) and
 refused where it misses an entry at any of them.
 
-Colouring (``color``): greedy colourings in several orders (natural, largest-first, DSATUR),
-the fewest kept, never fewer than the lower bound (the most nonzeros in one row for columns).
+Colouring (``color_columns``, ``jacbench.core.colouring``): first-fit greedy in natural and
+largest-first order, compiled, and with ``thorough`` DSATUR too; the fewest kept, never fewer
+than the lower bound (the most nonzeros in one row for columns).
 """
 
 from __future__ import annotations
 
-import heapq
 from collections.abc import Callable
 from dataclasses import dataclass, replace
 from typing import Any
 
 import numpy as np
 import torch
+
+from jacbench.core import colouring
 
 # Tangents and outputs of at most this many numbers per vmapped detection chunk.
 CHUNK_ELEMENTS = 1 << 20
@@ -77,7 +79,9 @@ class Pattern:
 def from_coordinates(rows: torch.Tensor, cols: torch.Tensor, shape: tuple[int, int]) -> Pattern:
     """A pattern from (possibly repeated, unsorted) coordinates."""
     m, n = shape
-    linear = torch.unique(rows.long().cpu() * n + cols.long().cpu())  # sorted, row-major
+    linear = rows.long().cpu() * n + cols.long().cpu()
+    if linear.numel() < 2 or not bool((linear[1:] > linear[:-1]).all()):
+        linear = torch.unique(linear)  # sorted, row-major (already so: a pass, not a sort)
     return Pattern(linear // n, linear % n, (m, n))
 
 
@@ -90,7 +94,8 @@ def from_tensor(mask: torch.Tensor, shape: tuple[int, int]) -> Pattern:
             f"{tuple(shape)} (outputs x inputs, flattened)"
         )
     if mask.layout != torch.strided:
-        coo = mask.to_sparse_coo().coalesce()
+        coo = mask.to_sparse_coo()
+        coo = coo if coo.is_coalesced() else coo.coalesce()  # ba1's 1.4e6: 0.34 CPU-s
         keep = coo.values() != 0
         rows, cols = coo.indices()[:, keep]
     else:
@@ -162,12 +167,12 @@ def find(
     shape = (n_out, points[0].numel())
     if declared is not None and how == "auto":
         pattern = from_pairs(declared, shape)
-        return (
-            (pattern, "traced") if pattern.proved else (covering(f, points[0], pattern), "declared")
-        )
+        if pattern.proved:
+            return pattern, "traced"
+        return _tightened(*covering(f, points[0], pattern), "declared")
     if how == "probe":
         found = detect(f, detection_points(points, probe_points), n_out)
-        return covering(f, points[0], found), f"probed at {probe_points} point(s)"
+        return _tightened(*covering(f, points[0], found), f"probed at {probe_points} point(s)")
     try:
         rows, cols = traced_pattern(f, points[0], n_out)
     except Unprovable as exc:
@@ -182,22 +187,47 @@ def find(
     return replace(traced, proved=True), "traced"
 
 
+def _tightened(pattern: Pattern, dropped: int, source: str) -> tuple[Pattern, str]:
+    """(pattern, its source, saying how many entries tracing proved zero)."""
+    return (
+        pattern,
+        f"{source}, tightened by tracing ({dropped} entries proved zero)" if dropped else source,
+    )
+
+
 def covering(
     f: Callable[[torch.Tensor], torch.Tensor], x: torch.Tensor, pattern: Pattern
-) -> Pattern:
-    """``pattern`` (declared or probed), ``proved`` where it covers the pattern tracing
-    proves (then it holds at every point too); else as it is, for ``verify`` to check at
-    random points. Tracing is the cheaper check where a call is dear: ~0.6-1.8 CPU-s on
-    ADBench's ba1, where four eager calls at random points and their checks took ~2.5-4."""
+) -> tuple[Pattern, int]:
+    """``pattern`` (declared or probed) tightened by the pattern tracing proves, and how many
+    of its entries that dropped. Tracing proves a superset of every entry that can be
+    nonzero, so an entry outside it is zero at every point: dropping it never loses one, and
+    each colour saved is a pass saved at every call (hand tracking's pattern from its bone
+    weights needs 10 colours, the traced one 8). Where the pattern covers the traced one the
+    result is the traced pattern, ``proved`` (it holds at every point); otherwise it is not,
+    and ``verify`` checks it at random points. Tracing is the cheaper check where a call is
+    dear: ~0.6-1.8 CPU-s on ADBench's ba1, where four eager calls at random points and their
+    checks took ~2.5-4."""
     from jacbench.core.pattern_trace import Unprovable, traced_pattern
 
     try:
         rows, cols = traced_pattern(f, x, pattern.shape[0])
     except Unprovable:
-        return pattern
+        return pattern, 0
     n = pattern.shape[1]
-    inside = np.isin(rows * n + cols, (pattern.rows * n + pattern.cols).numpy())
-    return replace(pattern, proved=bool(inside.all()))
+    traced = np.sort(rows * n + cols)
+    given = (pattern.rows * n + pattern.cols).numpy()  # sorted: row-major, unique
+    keep = _members(given, traced)
+    kept = replace(pattern, rows=pattern.rows[keep], cols=pattern.cols[keep])
+    return replace(kept, proved=bool(_members(traced, given).all())), int((~keep).sum())
+
+
+def _members(keys: np.ndarray, sorted_set: np.ndarray) -> np.ndarray:
+    """``np.isin(keys, sorted_set)`` by binary search: on ba1's 1.4e6 entries ``isin``
+    hashed for 1.2 CPU-s, a third of the first call."""
+    if not sorted_set.size:
+        return np.zeros(keys.shape, dtype=bool)
+    at = np.searchsorted(sorted_set, keys).clip(max=sorted_set.size - 1)
+    return sorted_set[at] == keys
 
 
 DENSE_FALLBACK_MAX = 50_000_000  # entries of a dense fallback pattern; beyond, refuse
@@ -275,107 +305,24 @@ def detect(
     return Pattern(linear // n_in, linear % n_in, (n_out, n_in))
 
 
-def _greedy(pattern: Pattern, order: np.ndarray) -> np.ndarray:
-    """A colour per column, first-fit in ``order``: no two columns of a colour share a row.
-    On the pattern itself rather than on the column intersection graph, whose edges grow with
-    the square of the row lengths. Cost O(nnz x colours) in numpy."""
-    m, n = pattern.shape
-    rows, cols = pattern.rows.numpy(), pattern.cols.numpy()
-    by = np.argsort(cols, kind="stable")
-    by_col = rows[by]
-    starts = np.searchsorted(cols[by], np.arange(n + 1))
-    colors = np.zeros(n, dtype=np.int64)
-    used = np.zeros((m, 8), dtype=bool)  # used[i, c]: colour c already has a column in row i
-    for j in order:
-        r = by_col[starts[j] : starts[j + 1]]
-        free = np.flatnonzero(~used[r].any(axis=0))
-        c = int(free[0]) if free.size else used.shape[1]
-        if c >= used.shape[1]:
-            used = np.concatenate([used, np.zeros_like(used)], axis=1)
-        colors[j] = c
-        used[r, c] = True
-    return colors
-
-
-def _dsatur(pattern: Pattern) -> np.ndarray:
-    """DSATUR (Brelaz 1979) on the column intersection graph, with a heap: the column whose
-    neighbours already use the most colours goes next. Finds 5 colours on the 5-point stencil
-    where a greedy sweep finds 7."""
-    import scipy.sparse as sp
-
-    m, n = pattern.shape
-    incidence = sp.csr_array(
-        (np.ones(pattern.nnz, dtype=np.int32), (pattern.rows.numpy(), pattern.cols.numpy())),
-        shape=(m, n),
-    )
-    graph = (incidence.T @ incidence).tocsr()
-    indptr, indices = graph.indptr, graph.indices
-    degree = np.diff(indptr)
-    colors = np.full(n, -1, dtype=np.int64)
-    seen: list[set[int]] = [set() for _ in range(n)]
-    heap = [(0, -int(degree[j]), j) for j in range(n)]
-    heapq.heapify(heap)
-    while heap:
-        _, _, j = heapq.heappop(heap)
-        if colors[j] >= 0:
-            continue
-        taken = seen[j]
-        c = 0
-        while c in taken:
-            c += 1
-        colors[j] = c
-        for k in indices[indptr[j] : indptr[j + 1]]:
-            if colors[k] < 0 and c not in seen[k]:
-                seen[k].add(c)
-                heapq.heappush(heap, (-len(seen[k]), -int(degree[k]), int(k)))
-    return colors
-
-
 def lower_bound(pattern: Pattern) -> int:
     """No column colouring has fewer colours than the most nonzeros in one row."""
-    if pattern.nnz == 0:
-        return 0
-    return int(torch.bincount(pattern.rows, minlength=pattern.shape[0]).max())
+    return colouring.lower_bound(pattern.rows.numpy(), pattern.shape[0])
 
 
-def color_columns(pattern: Pattern) -> torch.Tensor:
-    """A colour per column such that no two columns of one colour share a row: the fewest of
-    a greedy sweep in natural order (a banded pattern gets its bandwidth), largest-first, and
-    DSATUR (where the intersection graph stays small), stopping early at the lower bound. A
-    fully dense pattern gets one colour per column directly."""
-    m, n = pattern.shape
-    if pattern.nnz == m * n:
-        return torch.arange(n)
-    bound = lower_bound(pattern)
-    best = _greedy(pattern, np.arange(n))
-    tries = [lambda: _greedy(pattern, np.argsort(-_column_counts(pattern), kind="stable"))]
-    if _graph_size(pattern) <= DSATUR_EDGES:
-        tries.append(lambda: _dsatur(pattern))
-    for attempt in tries:
-        if best.max() + 1 <= bound:
-            break
-        colors = attempt()
-        if colors.max() < best.max():
-            best = colors
-    return torch.from_numpy(best)
+def color_columns(pattern: Pattern, thorough: bool = False) -> torch.Tensor:
+    """A colour per column such that no two columns of one colour share a row
+    (``jacbench.core.colouring``: fast first-fit greedy, and DSATUR too where
+    ``thorough``)."""
+    colors = colouring.color_columns(
+        pattern.rows.numpy(), pattern.cols.numpy(), pattern.shape, thorough
+    )
+    return torch.from_numpy(colors)
 
 
-DSATUR_EDGES = 20_000_000  # intersection-graph entries above which DSATUR is not tried
-
-
-def _column_counts(pattern: Pattern) -> np.ndarray:
-    return torch.bincount(pattern.cols, minlength=pattern.shape[1]).numpy()
-
-
-def _graph_size(pattern: Pattern) -> int:
-    """Entries of the column intersection graph: the sum of squared row lengths."""
-    counts = torch.bincount(pattern.rows, minlength=pattern.shape[0]).to(torch.float64)
-    return int((counts**2).sum())
-
-
-def color_rows(pattern: Pattern) -> torch.Tensor:
+def color_rows(pattern: Pattern, thorough: bool = False) -> torch.Tensor:
     """A colour per row such that no two rows of one colour share a column."""
-    return color_columns(pattern.transposed)
+    return color_columns(pattern.transposed, thorough)
 
 
 def seeds(colors: torch.Tensor) -> torch.Tensor:

@@ -18,7 +18,7 @@ from functools import cached_property
 import torch
 from torch import nn
 
-from jacbench.models.adbench import data_file, rodrigues_rotate
+from jacbench.models.adbench import data_file, rotation_matrix
 
 THETA = 26  # global rotation 3, translation 3, five fingers x 4 angles
 VARIANTS = ("simple", "complicated")
@@ -146,7 +146,7 @@ class HandTracking(nn.Module):
         transforms = torch.stack(absolutes) @ self.inverse_base_absolutes.to(theta.dtype)
         blended = self.weights.to(theta.dtype) @ transforms[:, :3, :].reshape(-1, 12)
         local = (blended.reshape(-1, 3, 4) @ self.rest.to(theta.dtype).unsqueeze(-1)).squeeze(-1)
-        return rodrigues_rotate(theta[0:3].expand_as(local), local) + theta[3:6]
+        return local @ rotation_matrix(theta[0:3]).T + theta[3:6]
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         theta = x[-THETA:]

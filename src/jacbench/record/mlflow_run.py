@@ -21,27 +21,33 @@ from typing import Any, TypeVar
 
 from jacbench.core.enums import Status
 from jacbench.record.markdown import markdown_safe
-from jacbench.record.mlflow_db import ready_store
+from jacbench.record.mlflow_db import open_store
 from jacbench.record.mlflow_view import (
     CHARTS_KEY,
     CHARTS_NAME,
     IMAGE_KEY,
+    LOG_ERROR,
+    LOG_TIME,
     TAG_PREFIX,
     VIEW_KEY,
     VIEW_NAME,
     VIEWS,
+    chart_section,
+    charts_state,
     current,
     view_tag,
 )
 from jacbench.record.result import Result
 
 # MLflow's settings jacbench runs with unless the user set them, put in place before its first
-# client (not when this module loads): an unreachable tracking server should cost seconds per
-# job, not minutes of back-off.
+# client (not when this module loads): a tracking server that does not answer is given up
+# after 3 tries of 10 s and MLflow's back-off between them, about 35 s (MLflow's own: 7
+# tries of 120 s, minutes of back-off), and a job's or a sweep's first unanswered request
+# ends its tracking (docs/mlflow.md).
 MLFLOW_DEFAULTS = {
     "MLFLOW_SUPPRESS_PRINTING_URL_TO_STDOUT": "true",
     "MLFLOW_HTTP_REQUEST_MAX_RETRIES": "2",
-    "MLFLOW_HTTP_REQUEST_TIMEOUT": "20",
+    "MLFLOW_HTTP_REQUEST_TIMEOUT": "10",
 }
 
 MAX_PARAM_LEN = 6000
@@ -88,18 +94,29 @@ def _retry(call: Callable[[], T], attempts: int = 4) -> T:
     raise AssertionError("unreachable")
 
 
-def _client(tracking: Tracking):
+@dataclass(frozen=True)
+class Store:
+    """A tracking store opened for one piece of work (a job's run, a sweep's parent): where,
+    and MLflow's client for it."""
+
+    tracking: Tracking
+    client: Any
+
+
+def connect(tracking: Tracking) -> Store:
+    """MLflow's client for ``tracking``, a local database made (atomically) and checked
+    first, with jacbench's request defaults where the user set none."""
     from mlflow.tracking import MlflowClient
 
     for name, value in MLFLOW_DEFAULTS.items():
         os.environ.setdefault(name, value)
-    ready_store(tracking.uri, tracking.artifact_root)  # a local database: made atomically
-    return MlflowClient(tracking_uri=tracking.uri)
+    open_store(tracking.uri, tracking.artifact_root)
+    return Store(tracking, MlflowClient(tracking_uri=tracking.uri))
 
 
-def ensure_experiment(tracking: Tracking) -> str:
-    """The experiment's id, creating it (and a fresh sqlite database) if needed."""
-    client = _client(tracking)
+def _experiment_id(store: Store) -> str:
+    """The experiment's id, creating it if needed."""
+    client, tracking = store.client, store.tracking
     experiment = client.get_experiment_by_name(tracking.experiment)
     if experiment is not None:
         return experiment.experiment_id
@@ -112,6 +129,11 @@ def ensure_experiment(tracking: Tracking) -> str:
         return experiment.experiment_id
 
 
+def ensure_experiment(tracking: Tracking) -> str:
+    """The experiment's id, creating it (and a fresh sqlite database) if needed."""
+    return _retry(lambda: _experiment_id(connect(tracking)))
+
+
 def _flatten(prefix: str, value: Any) -> dict[str, str]:
     if isinstance(value, dict):
         out: dict[str, str] = {}
@@ -121,13 +143,12 @@ def _flatten(prefix: str, value: Any) -> dict[str, str]:
     return {prefix: str(value)[:MAX_PARAM_LEN]}
 
 
-def _create_run(
-    tracking: Tracking, name: str, tags: dict[str, str], start_ms: int | None = None
-) -> str:
-    client = _client(tracking)
-    experiment_id = _retry(lambda: ensure_experiment(tracking))
+def _create_run(store: Store, name: str, tags: dict[str, str], start_ms: int | None = None) -> str:
+    experiment_id = _retry(lambda: _experiment_id(store))
     run = _retry(
-        lambda: client.create_run(experiment_id, start_time=start_ms, run_name=name, tags=tags)
+        lambda: store.client.create_run(
+            experiment_id, start_time=start_ms, run_name=name, tags=tags
+        )
     )
     return run.info.run_id
 
@@ -142,7 +163,7 @@ class RunEnd(str, enum.Enum):
 
 
 def _log_and_close(
-    tracking: Tracking,
+    store: Store,
     run_id: str,
     metrics: dict[str, float],
     params: dict[str, str],
@@ -152,7 +173,7 @@ def _log_and_close(
     """Log in one batch and end the run as ``ended``."""
     from mlflow.entities import Metric, Param, RunTag
 
-    client = _client(tracking)
+    client = store.client
     now = int(time.time() * 1000)
     batch_metrics = [Metric(k, v, now, 0) for k, v in metrics.items() if math.isfinite(v)]
     _retry(
@@ -218,8 +239,11 @@ SHORT_DTYPES = {"float16": "f16", "bfloat16": "bf16", "float32": "f32", "float64
 
 
 def metrics_of(result: Result) -> dict[str, float]:
-    """The measurements of ``result`` as MLflow metrics (absent ones left out), plus
-    ``log10_rel_err`` so that sorting and charts compare errors across decades."""
+    """The measurements of ``result`` as MLflow metrics (absent ones left out), plus log10
+    forms for the charts (``mlflow_view``: MLflow draws linear axes only): ``log10_rel_err``,
+    ``log10_time_us`` and ``log10_err_eps`` (bars that grow with the time and the error),
+    and the time again under its problem's key (``<problem>/log10_time_us``: a chart
+    section per problem)."""
     metrics = {
         name: float(getattr(result, column)) * scale
         for name, column, scale in METRICS
@@ -227,6 +251,14 @@ def metrics_of(result: Result) -> dict[str, float]:
     }
     if result.rel_err is not None and result.rel_err > 0:
         metrics["log10_rel_err"] = math.log10(result.rel_err)
+    if result.err_eps is not None and math.isfinite(result.err_eps):
+        metrics[LOG_ERROR] = math.log10(max(result.err_eps, 1.0))
+    if result.time_median_s is not None and result.time_median_s > 0:
+        metrics[LOG_TIME] = math.log10(result.time_median_s * 1e6)
+        section = chart_section(
+            result.model, result.n_in, result.n_out, result.dtype, result.device, result.batch
+        )
+        metrics[f"{section}/{LOG_TIME}"] = metrics[LOG_TIME]
     return {name: significant(value) for name, value in metrics.items()}
 
 
@@ -285,7 +317,7 @@ def capped(name: str) -> str:
     return name if len(name) <= MAX_NAME_LEN else name[: MAX_NAME_LEN - 3] + "..."
 
 
-def _log_problem(tracking: Tracking, run_id: str, result: Result) -> None:
+def _log_problem(store: Store, run_id: str, result: Result) -> None:
     """The problem as the run's dataset input, so the runs table filters and groups by it."""
     import hashlib
 
@@ -310,7 +342,7 @@ def _log_problem(tracking: Tracking, run_id: str, result: Result) -> None:
         profile=json.dumps(profile),
     )
     inputs = [DatasetInput(dataset, [InputTag("mlflow.data.context", "problem")])]
-    _retry(lambda: _client(tracking).log_inputs(run_id, datasets=inputs))
+    _retry(lambda: store.client.log_inputs(run_id, datasets=inputs))
 
 
 def log_result(
@@ -326,8 +358,9 @@ def log_result(
     tags[JOB_TAG] = result.job_id  # from its creation: a run cut short is found by job id
     tags[LOGGED_AT_TAG] = f"{time.time():.3f}"
     start_ms = int(result.started_at.timestamp() * 1000)
-    run_id = _create_run(tracking, run_name(result), tags, start_ms)
-    _log_problem(tracking, run_id, result)
+    store = connect(tracking)
+    run_id = _create_run(store, run_name(result), tags, start_ms)
+    _log_problem(store, run_id, result)
     tags = {
         "problem": problem_name(result),
         JOB_TAG: result.job_id,
@@ -344,7 +377,7 @@ def log_result(
     }
     params = params_of(result, model_options, strategy_options)
     ended = RunEnd.FAILED if result.status == Status.FAILED else RunEnd.FINISHED
-    _log_and_close(tracking, run_id, metrics_of(result), params, tags, ended)
+    _log_and_close(store, run_id, metrics_of(result), params, tags, ended)
     return run_id
 
 
@@ -378,7 +411,7 @@ def logged_run(tracking: Tracking, job_id: str) -> JobRuns:
     over CUT_SHORT_S ago) are deleted, so that the job ends with exactly one run."""
     if not job_id or "'" in job_id or "\\" in job_id:
         raise UnsearchableJobId(f"job_id {job_id!r} cannot be searched for in MLflow")
-    client = _client(tracking)
+    client = connect(tracking).client
     experiment = client.get_experiment_by_name(tracking.experiment)
     if experiment is None:
         return JobRuns()
@@ -423,11 +456,23 @@ def view_url(base: str, experiment_id: str, run_id: str = "", view: str = VIEW_K
     return f"{base}/#/experiments/{experiment_id}/runs?{LAYOUT}&viewStateShareKey={view}{mode}"
 
 
+def artifact_hrefs(tracking: Tracking, run_id: str, paths: list[str]) -> dict[str, str]:
+    """Each of ``paths`` (files of run ``run_id``) as its link within the UI (root-relative)
+    in MLflow's artifact viewer, e.g. the report a sweep's description opens; {} where
+    tracking does not answer (the description then has no links)."""
+    try:
+        experiment = connect(tracking).client.get_run(run_id).info.experiment_id
+    except Exception:
+        return {}
+    base = f"/#/experiments/{experiment}/runs/{run_id}/artifacts"
+    return {path: f"{base}/{path}?{LAYOUT}" for path in paths}
+
+
 def ui_hint(tracking: Tracking, run_id: str) -> str:
     """Where to look in the MLflow UI: the results table and the charts in jacbench's views,
     and ``run_id``'s page (a local store needs ``mlflow ui`` first). One URL a line, so
     terminals link them."""
-    experiment_id = _client(tracking).get_run(run_id).info.experiment_id
+    experiment_id = connect(tracking).client.get_run(run_id).info.experiment_id
     remote = tracking.uri.startswith(("http:", "https:"))
     base = tracking.uri.rstrip("/") if remote else "http://127.0.0.1:5000"
     first = "MLflow:" if remote else f"MLflow: mlflow ui --backend-store-uri {tracking.uri} , then"
@@ -442,8 +487,12 @@ def describe_experiment(tracking: Tracking) -> str:
     """Describe the experiment, save jacbench's views (the runs table with readable columns,
     and the jobs' charts), and ask for the classic model-training layout
     (``mlflow.experimentKind``) unless someone chose otherwise. Returns the experiment's id."""
-    client = _client(tracking)
-    experiment_id = _retry(lambda: ensure_experiment(tracking))
+    return _describe_experiment(connect(tracking))
+
+
+def _describe_experiment(store: Store) -> str:
+    client = store.client
+    experiment_id = _retry(lambda: _experiment_id(store))
     tags = client.get_experiment(experiment_id).tags
     wanted = {
         "mlflow.note.content": experiment_note(experiment_id),
@@ -464,10 +513,11 @@ def start_parent_run(tracking: Tracking, name: str, params: dict[str, str]) -> s
     """The sweep's run, left RUNNING until ``finish_parent_run``."""
     from mlflow.entities import Param
 
-    run_id = _create_run(tracking, name, {"jacbench.role": "sweep"})
-    describe_experiment(tracking)
+    store = connect(tracking)
+    run_id = _create_run(store, name, {"jacbench.role": "sweep"})
+    _describe_experiment(store)
     params_list = [Param(k, v[:MAX_PARAM_LEN]) for k, v in params.items()]
-    _retry(lambda: _client(tracking).log_batch(run_id, params=params_list))
+    _retry(lambda: store.client.log_batch(run_id, params=params_list))
     return run_id
 
 
@@ -485,49 +535,103 @@ class ParentOutcome:
     failed: bool = False
     reason: str = ""  # why the sweep itself failed (e.g. its summary could not be written)
     killed: bool = False  # stopped by Ctrl-C, SIGTERM or SIGHUP: MLflow's KILLED
+    # where the sweep has several problems: one run per problem, its answer as metrics in
+    # the jobs' columns ({"name", "metrics", "tags"}, from report.overview)
+    answers: list[dict] = field(default_factory=list)
+    sections: list[str] = field(default_factory=list)  # the charts' problems (chart_section)
 
     @property
     def ended(self) -> RunEnd:
         return RunEnd.KILLED if self.killed else RunEnd.FAILED if self.failed else RunEnd.FINISHED
 
+    def to_json(self) -> str:
+        """Kept beside the sweep's state while its run cannot be closed (tracking down)."""
+        table = self.table.to_dict(orient="list") if hasattr(self.table, "to_dict") else self.table
+        return json.dumps(
+            {
+                **{f: getattr(self, f) for f in ("metrics", "description", "tags")},
+                **{f: getattr(self, f) for f in ("failed", "reason", "killed")},
+                **{f: getattr(self, f) for f in ("answers", "sections")},
+                "table": table,
+                "artifacts": [str(p) for p in self.artifacts],
+                "images": {k: str(p) for k, p in self.images.items()},
+                "job_images": {k: str(p) for k, p in self.job_images.items()},
+            },
+            default=str,
+        )
 
-def _log_image(tracking: Tracking, run_id: str, key: str, path: Path) -> None:
+    @classmethod
+    def from_json(cls, text: str) -> ParentOutcome:
+        data = json.loads(text)
+        data.setdefault("answers", [])  # kept by an earlier jacbench
+        data.setdefault("sections", [])
+        data["artifacts"] = [Path(p) for p in data["artifacts"]]
+        for name in ("images", "job_images"):
+            data[name] = {k: Path(p) for k, p in data[name].items()}
+        return cls(**data)
+
+
+def _log_image(store: Store, run_id: str, key: str, path: Path) -> None:
     """A PNG as an MLflow image with a key: shown in the run's and the chart view's image
     cards, not only as a file among the artifacts."""
     from PIL import Image  # matplotlib's own dependency
 
     with Image.open(path) as image:
         image.load()
-        _retry(lambda: _client(tracking).log_image(run_id, image, key=key, synchronous=True))
+        _retry(lambda: store.client.log_image(run_id, image, key=key, synchronous=True))
 
 
-def _log_images(tracking: Tracking, parent_id: str, outcome: ParentOutcome) -> list[str]:
+def _log_images(store: Store, parent_id: str, outcome: ParentOutcome) -> list[str]:
     """The report's figures on the parent, each problem's time figure on its job runs;
     returns what could not be logged."""
     left_out = []
     targets = [(parent_id, key, path) for key, path in outcome.images.items()]
     if outcome.job_images:
         query = f"tags.`mlflow.parentRunId` = '{parent_id}'"
-        experiment = _client(tracking).get_run(parent_id).info.experiment_id
-        children = _retry(
-            lambda: _client(tracking).search_runs([experiment], query, max_results=10000)
-        )
+        experiment = store.client.get_run(parent_id).info.experiment_id
+        children = _retry(lambda: store.client.search_runs([experiment], query, max_results=10000))
         for child in children:
             path = outcome.job_images.get(child.data.tags.get(JOB_TAG, ""))
             if path is not None:
                 targets.append((child.info.run_id, IMAGE_KEY, path))
     for run_id, key, path in targets:
         try:
-            _log_image(tracking, run_id, key, path)
+            _log_image(store, run_id, key, path)
         except Exception as exc:
             left_out.append(f"image {key} ({path.name}): {type(exc).__name__}: {exc}")
     return left_out
 
 
+def _log_answers(store: Store, parent_id: str, outcome: ParentOutcome) -> list[str]:
+    """One run per problem under the sweep's run, its answer as metrics in the jobs' columns
+    (created last, so the runs table lists them first), and the charts' view of this sweep
+    (its jobs, a section per problem); returns what could not be logged."""
+    left_out = []
+    for answer in outcome.answers:
+        try:
+            tags = {"mlflow.parentRunId": parent_id, "jacbench.role": "answer", **answer["tags"]}
+            answer_id = _create_run(store, capped(answer["name"]), tags)
+            metrics = {k: significant(v) for k, v in answer["metrics"].items()}
+            _log_and_close(store, answer_id, metrics, {}, {}, RunEnd.FINISHED)
+        except Exception as exc:
+            left_out.append(f"answer run {answer['name']}: {type(exc).__name__}: {exc}")
+    try:
+        experiment = store.client.get_run(parent_id).info.experiment_id
+        state = charts_state(outcome.sections, parent_id)
+        tag = view_tag(CHARTS_KEY, state=state)
+        _retry(lambda: store.client.set_experiment_tag(experiment, TAG_PREFIX + CHARTS_KEY, tag))
+    except Exception as exc:
+        left_out.append(f"the charts' view: {type(exc).__name__}: {exc}")
+    return left_out
+
+
 def finish_parent_run(tracking: Tracking, run_id: str, outcome: ParentOutcome) -> list[str]:
     """Attach the outcome and end the run. Files that cannot be logged (a full disk under
-    a local artifact store) do not keep the run open: returns what was left out."""
-    client = _client(tracking)
+    a local artifact store) do not keep the run open: returns what was left out. Tracking
+    that does not answer raises at once, at its first unanswered request."""
+    store = connect(tracking)
+    client = store.client
+    client.get_run(run_id)  # there, and answering
     left_out = []
     for path in outcome.artifacts:
         try:
@@ -536,13 +640,15 @@ def finish_parent_run(tracking: Tracking, run_id: str, outcome: ParentOutcome) -
             elif path.exists():
                 _retry(lambda p=path: client.log_artifact(run_id, str(p)))
         except Exception as exc:
+            client.get_run(run_id)  # the file's fault, unless tracking went down meanwhile
             left_out.append(f"{path.name}: {type(exc).__name__}: {exc}")
-    left_out += _log_images(tracking, run_id, outcome)
+    left_out += _log_images(store, run_id, outcome)
     if outcome.table is not None and len(outcome.table):
         try:
             _retry(lambda: client.log_table(run_id, outcome.table, "summary_table.json"))
         except Exception as exc:
             left_out.append(f"summary_table.json: {type(exc).__name__}: {exc}")
+    left_out += _log_answers(store, run_id, outcome)
     reason = markdown_safe(outcome.reason)  # an exception's text: user input may be in it
     note = f"**{reason}**\n\n{outcome.description}" if outcome.reason else ""
     tags = {
@@ -550,5 +656,5 @@ def finish_parent_run(tracking: Tracking, run_id: str, outcome: ParentOutcome) -
         "mlflow.note.content": note or outcome.description,
         "error_message": outcome.reason[:5000],
     }
-    _log_and_close(tracking, run_id, outcome.metrics, {}, tags, outcome.ended)
+    _log_and_close(store, run_id, outcome.metrics, {}, tags, outcome.ended)
     return left_out

@@ -11,6 +11,7 @@ key, ``MlflowClient.log_image(..., key=)``).
 
 from __future__ import annotations
 
+import hashlib
 import json
 import time
 
@@ -27,14 +28,15 @@ JOB_RUNS = "tags.`jacbench.job_id` LIKE '%'"
 # answer (a sweep's parent), the problem, the time with its interval, the error, the verdict.
 VIEW_COLUMNS = [
     "tags.`recommended_strategy`",  # the parent run's tags (jacbench.report.overview)
-    "attributes.`Dataset`",
-    "params.`dtype`",
-    "metrics.`time_median_ms`",
-    "metrics.`err_eps`",
-    "metrics.`within_tol`",
+    "metrics.`time_median_ms`",  # with its interval beside it
     "metrics.`time_ci_low_ms`",
     "metrics.`time_ci_high_ms`",
-    "tags.`speedup_vs_functional`",
+    "metrics.`err_eps`",
+    "metrics.`within_tol`",
+    "metrics.`speedup_vs_functional`",  # a sweep's answer (its parent or answer runs)
+    "attributes.`Dataset`",  # the problem (also in the run's name)
+    "metrics.`exact`",
+    "params.`dtype`",
     "metrics.`log10_rel_err`",
     "params.`strategy`",
     "params.`n_in`",
@@ -44,12 +46,15 @@ RUN_NAME = "attributes.`Run Name`"
 # Wide enough for each header with its unit ("time_median_ms") and the values below it, and
 # narrow enough that the answer's columns (to within_tol) fit a 1440 px wide screen.
 WIDTHS = {
-    RUN_NAME: 190,
+    RUN_NAME: 250,
     "attributes.`Dataset`": 170,
-    "tags.`recommended_strategy`": 185,
-    "params.`dtype`": 80,
-    "metrics.`err_eps`": 90,
-    "metrics.`within_tol`": 100,
+    "tags.`recommended_strategy`": 178,
+    "params.`dtype`": 75,
+    "metrics.`time_median_ms`": 128,
+    "metrics.`time_ci_low_ms`": 118,
+    "metrics.`time_ci_high_ms`": 128,
+    "metrics.`err_eps`": 78,
+    "metrics.`within_tol`": 88,
 }
 METRIC_WIDTH = 135
 IMAGE_KEY = "time_per_strategy"  # the figure logged as an image on parent and job runs
@@ -58,7 +63,7 @@ MAX_RUNS = 100  # runs a chart compares (MLflow's default, 10, hid 7 of 16 jobs)
 
 def _card(kind: str, title: str, section: str, index: int, **fields: object) -> dict:
     return {
-        "uuid": f"jacbench-chart-{index}",
+        "uuid": f"jacbench-chart-{index:03d}",  # MLflow orders cards (and sections) by it
         "type": kind,
         "displayName": title,
         "metricSectionId": section,
@@ -69,23 +74,75 @@ def _card(kind: str, title: str, section: str, index: int, **fields: object) -> 
     }
 
 
+# Log-scale metrics for MLflow's charts, which draw linear axes only: a bar grows with the
+# time (log10 of microseconds: 1 us is 0) and with the error (log10 of rounding units, at
+# least 1 unit: an exact answer is 0), so one 145 ms outlier no longer flattens the rest and
+# no bar grows leftward from zero.
+LOG_TIME = "log10_time_us"
+LOG_ERROR = "log10_err_eps"
+MAX_SECTIONS = 12  # a chart section per problem up to this many problems (the map has 150)
+MAX_SECTION_NAME = 200  # MLflow's metric keys hold 250 characters: room for "/log10_time_us"
+
+
+def chart_section(
+    model: str, n_in: object, n_out: object, dtype: str, device: str, batch: object = 1
+) -> str:
+    """A problem's name in metric keys (``<section>/log10_time_us``): MLflow allows letters,
+    digits, ``_ - . / :`` and spaces in a key, so sizes read ``N84 M576``; a key holds at
+    most 250 characters, so a long name keeps its start and a digest of the whole."""
+    sizes = f" N{n_in} M{n_out}" if n_in is not None else ""
+    many = f" B{batch}" if batch not in (None, 1) else ""
+    name = f"{model}{sizes}{many} {dtype} {device}"
+    if len(name) > MAX_SECTION_NAME:
+        digest = hashlib.sha256(name.encode()).hexdigest()[:10]
+        name = f"{name[: MAX_SECTION_NAME - 12]}.. {digest}"
+    return "".join(c if c.isalnum() or c in "_-.: " else "_" for c in name)
+
+
 def charts(section: str) -> list[dict]:
-    """Time per run (bar), time against log10 error (scatter), log10 error per run (bar:
-    err_eps would put every exact method at 0 on a linear axis), and the time figure."""
+    """Time per run (bar, log10 us), time against error (scatter, both log10), error per run
+    (bar, log10 rounding units), and the time figure."""
     metric = {"type": "METRIC"}
+    first = 100  # after the problems' cards (at most MAX_SECTIONS)
     return [
-        _card("BAR", "time per Jacobian [ms]", section, 0, metricKey="time_median_ms"),
+        _card("BAR", "log10 time per Jacobian [us]", section, first, metricKey=LOG_TIME),
         _card(
             "SCATTER",
-            "time [ms] against log10 relative error",
+            "log10 time [us] against log10 error [eps]",
             section,
-            1,
-            xaxis={"key": "log10_rel_err", **metric},
-            yaxis={"key": "time_median_ms", **metric},
+            first + 1,
+            xaxis={"key": LOG_ERROR, **metric},
+            yaxis={"key": LOG_TIME, **metric},
         ),
-        _card("BAR", "log10 relative error", section, 2, metricKey="log10_rel_err"),
-        _card("IMAGE", "time per strategy (report figure)", section, 3, imageKeys=[IMAGE_KEY]),
+        _card("BAR", "log10 error [rounding units]", section, first + 2, metricKey=LOG_ERROR),
+        _card(
+            "IMAGE", "time per strategy (report figure)", section, first + 3, imageKeys=[IMAGE_KEY]
+        ),
     ]
+
+
+def _section(uuid: str, name: str, display: bool = True) -> dict:
+    return {
+        "uuid": uuid,
+        "name": name,
+        "display": display,  # False: collapsed (its header shown, its charts folded)
+        "isReordered": False,
+        "deleted": False,
+        "isGenerated": False,
+    }
+
+
+def problem_charts(problems: list[str]) -> tuple[list[dict], list[dict]]:
+    """(cards, sections): one section per problem, its time bars alone (each job logs its
+    time under its problem's key too, ``<section>/log10_time_us``, so a card shows only
+    that problem's jobs)."""
+    cards, sections = [], []
+    for i, problem in enumerate(problems):
+        uuid = f"jacbench-0-problem-{i:03d}"  # MLflow lists sections by uuid: problems first
+        sections.append(_section(uuid, problem))
+        key = f"{problem}/{LOG_TIME}"
+        cards.append(_card("BAR", f"{problem}: log10 time [us]", uuid, i, metricKey=key))
+    return cards, sections
 
 
 def _widths() -> dict[str, int]:
@@ -105,25 +162,28 @@ def view_state() -> dict:
     }
 
 
-def charts_state() -> dict:
-    """The job runs, fastest first, with jacbench's charts."""
+def charts_state(problems: list[str] | None = None, parent_run_id: str = "") -> dict:
+    """The job runs (of the sweep ``parent_run_id`` where given), fastest first, with
+    jacbench's charts, and a section per problem where ``problems`` are at most
+    MAX_SECTIONS."""
     section = "jacbench-charts"
+    cards, sections = charts(section), [_section(section, "all jobs")]
+    if problems and len(problems) <= MAX_SECTIONS:
+        per_problem = problem_charts(problems)
+        # MLflow 3.17 lists the all-jobs section first whatever the order: collapsed, it
+        # leaves the first screen to the problems' own sections
+        sections = [*per_problem[1], _section(section, "all jobs", display=False)]
+        cards = [*per_problem[0], *cards]
+    search = JOB_RUNS
+    if parent_run_id:
+        search += f" AND tags.`mlflow.parentRunId` = '{parent_run_id}'"
     return {
         **view_state(),
-        "searchFilter": JOB_RUNS,
+        "searchFilter": search,
         "orderByKey": "metrics.`time_median_ms`",
         "orderByAsc": True,
-        "compareRunCharts": charts(section),
-        "compareRunSections": [
-            {
-                "uuid": section,
-                "name": "jacbench",
-                "display": True,
-                "isReordered": False,
-                "deleted": False,
-                "isGenerated": False,
-            }
-        ],
+        "compareRunCharts": cards,
+        "compareRunSections": sections,
         "hideEmptyCharts": True,
     }
 
@@ -131,15 +191,16 @@ def charts_state() -> dict:
 VIEWS = {VIEW_KEY: (VIEW_NAME, view_state), CHARTS_KEY: (CHARTS_NAME, charts_state)}
 
 
-def view_tag(key: str, created_ms: int | None = None) -> str:
-    """The saved view ``key``'s tag value: MLflow's envelope around its state."""
-    name, state = VIEWS[key]
+def view_tag(key: str, created_ms: int | None = None, state: dict | None = None) -> str:
+    """The saved view ``key``'s tag value: MLflow's envelope around its state (``state``:
+    another than the view's default, e.g. the charts of one sweep)."""
+    name, default = VIEWS[key]
     now = int(time.time() * 1000)
     envelope = {
         "name": name,
         "createdAt": created_ms or now,
         "updatedAt": now,
-        "state": json.dumps(state()),
+        "state": json.dumps(state if state is not None else default()),
     }
     return json.dumps(envelope)
 

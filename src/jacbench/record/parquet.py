@@ -26,6 +26,7 @@ import pyarrow.parquet as pq
 from jacbench.core.enums import Status
 from jacbench.record.atomic import write_atomic
 from jacbench.record.result import Result
+from jacbench.record.run_ids import run_ids
 
 if TYPE_CHECKING:
     import pandas as pd
@@ -81,8 +82,26 @@ def quarantine(path: Path, error: Exception) -> None:
 IDENTITY_COLUMNS = {"status", "strategy", "model"}  # every jacbench row, old ones too
 
 
+def _defaults() -> dict[str, typing.Any]:
+    """Each column's value in a row that predates it: the Result field's default, an empty
+    string for a text column without one (model, dtype...), else null (started_at, job_id:
+    made when a row is, so a row without them cannot have one)."""
+    values: dict[str, typing.Any] = {}
+    for f in dataclasses.fields(Result):
+        default = None if f.default is dataclasses.MISSING else f.default
+        if default is None and SCHEMA.field(f.name).type == pa.string():
+            default = ""
+        values[f.name] = default.value if isinstance(default, Enum) else default
+    return values
+
+
+DEFAULTS = _defaults()
+
+
 def read_one(path: Path) -> pa.Table | None:
-    """The file's table with jacbench's column types, or None (quarantined) if it has none."""
+    """The file's table with every column of jacbench's schema, in its types: a file of an
+    earlier jacbench gets the columns it lacks with their defaults (schema evolution), its
+    ``lacking_columns`` metadata naming them; None (quarantined) if it is no jacbench row."""
     try:
         table = pq.read_table(path)
         lacking = sorted(IDENTITY_COLUMNS - set(table.column_names))
@@ -92,10 +111,20 @@ def read_one(path: Path) -> pa.Table | None:
             index = table.column_names.index(name)
             column = table.column(index).cast(SCHEMA.field(name).type)
             table = table.set_column(index, SCHEMA.field(name), column)
-        return table
+        added = [f for f in SCHEMA if f.name not in table.column_names]
+        for field in added:
+            column = pa.array([DEFAULTS[field.name]] * len(table), type=field.type)
+            table = table.append_column(field.with_nullable(column.null_count > 0), column)
+        return table.replace_schema_metadata({"lacking_columns": ",".join(f.name for f in added)})
     except (OSError, pa.ArrowException) as error:
         quarantine(path, error)
         return None
+
+
+def lacking_columns(table: pa.Table) -> set[str]:
+    """The columns ``read_one`` added to a file of an earlier jacbench."""
+    names = (table.schema.metadata or {}).get(b"lacking_columns", b"").decode()
+    return set(filter(None, names.split(",")))
 
 
 def result_filename(result: Result) -> str:
@@ -130,20 +159,30 @@ def _to_pandas(table: pa.Table) -> pd.DataFrame:
 
 
 def read_files(paths: Iterable[Path]) -> pd.DataFrame:
-    """The rows of these files, plus a ``_file`` column naming where each came from. Files
-    are read one by one, so files of an older jacbench (fewer columns) still load."""
-    tables, missing = [], set()
+    """The rows of these files, plus a ``_file`` column naming where each came from, each
+    with the id of its MLflow run where one is noted beside it (``run_ids``). Files are read
+    one by one, so files of an older jacbench (fewer columns) still load."""
+    tables, missing, linked = [], set(), {}
     for path in paths:
         table = read_one(path)
         if table is None:
             continue
-        missing |= set(SCHEMA.names) - set(table.column_names)
+        missing |= lacking_columns(table)
+        if path.parent not in linked:
+            linked[path.parent] = run_ids(path.parent)
         tables.append(table.append_column("_file", pa.array([str(path)] * len(table))))
     if not tables:
         import pandas as pd
 
         return pd.DataFrame({name: pd.Series(dtype=object) for name in [*SCHEMA.names, "_file"]})
     frame = _to_pandas(pa.concat_tables(tables, promote_options="default"))
+    runs = {job: run for ids in linked.values() for job, run in ids.items()}
+    if runs:
+        import pandas as pd
+
+        column = frame["mlflow_run_id"]
+        noted = [run or runs.get(job, "") for run, job in zip(column, frame["job_id"], strict=True)]
+        frame["mlflow_run_id"] = pd.Series(noted, index=frame.index, dtype=column.dtype)
     frame.attrs["missing_columns"] = sorted(missing)  # lacking in some (older) files
     return frame
 

@@ -1,26 +1,25 @@
-"""``python -m jacbench.sync [RESULTS]``: log an MLflow run for every result row recorded
-while tracking was down (``mlflow_run_id`` empty), and write the new run id into the row.
+"""Rows recorded while tracking was down (no run noted beside them) get their MLflow runs,
+through the same recorder the jobs use (``python -m jacbench.sync``, ``jacbench.sync``).
 
-The parquet rows are the source of truth; this only catches MLflow up with them, through
-the same recorder the jobs use. Each file is rewritten atomically, so a sweep reading the
-folder meanwhile sees the old row or the new one, never a torn file. Every run carries its
-row's job id (tag ``jacbench.job_id``), so a sync that logged a run but could not write the
-id back finds that run next time instead of logging the job twice.
+The parquet rows are the source of truth, written once; this only catches MLflow up with
+them, and notes each run in ``run_ids`` (never rewriting a row). Every run carries its row's
+job id (tag ``jacbench.job_id``), so a sync that logged a run but could not note it finds
+that run next time instead of logging the job twice.
 """
 
 from __future__ import annotations
 
-import argparse
 import dataclasses
 import sys
 from pathlib import Path
 
 import pyarrow as pa
 
-from jacbench.record.atomic import write_atomic
 from jacbench.record.mlflow_run import Tracking, UnsearchableJobId, log_row, logged_run
-from jacbench.record.parquet import SCHEMA, read_one
+from jacbench.record.parquet import read_one
 from jacbench.record.result import Result
+from jacbench.record.run_ids import RUNS, remember, run_ids
+from jacbench.record.text import one_line
 
 
 class TrackingDown(Exception):
@@ -37,14 +36,17 @@ def row_result(table: pa.Table) -> Result:
     return Result(**{f.name: row.get(f.name) for f in dataclasses.fields(Result)})
 
 
-def sync_file(path: Path, tracking: Tracking) -> str:
-    """Log the file's row if it has no run yet and record the run id; returns the new id
-    ("" when the row already had one or the file cannot be read)."""
+def sync_file(
+    path: Path, tracking: Tracking, noted: dict[str, str], parent_run_id: str = ""
+) -> str:
+    """Log the file's row if it has no run yet (nested under ``parent_run_id``, its sweep's)
+    and note the run beside it; returns the new id ("" when the row already had one or the
+    file cannot be read)."""
     table = read_one(path)
     if table is None or len(table) == 0:
         return ""
     result = row_result(table)
-    if result.mlflow_run_id:
+    if result.mlflow_run_id or result.job_id in noted:
         return ""
     lacking = [name for name in ("job_id", "started_at") if not getattr(result, name)]
     if lacking:
@@ -59,37 +61,22 @@ def sync_file(path: Path, tracking: Tracking) -> str:
         raise InProgress(
             "its run is being logged now (by its job or another sync); sync again in a few minutes"
         )
-    run_id = runs.closed or log_row(result, tracking)  # a failure here is this row's
-    updated = dataclasses.replace(result, mlflow_run_id=run_id)
-    write_atomic(path, pa.Table.from_pylist([dataclasses.asdict(updated)], schema=SCHEMA))
+    run_id = runs.closed or log_row(result, tracking, parent_run_id)  # a failure: this row's
+    if not remember(path.parent, result.job_id, run_id):
+        raise OSError(f"could not note run {run_id} in {path.parent / RUNS}")
     return run_id
 
 
-def one_line(exc: Exception) -> str:
-    return " ".join(str(exc).split())[:300]
-
-
-def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(
-        prog="python -m jacbench.sync",
-        description="Log MLflow runs for result rows recorded while tracking was down.",
-    )
-    parser.add_argument("results", nargs="?", type=Path, default=Path("results"))
-    parser.add_argument(
-        "--tracking-uri",
-        default=None,
-        help="default: $MLFLOW_TRACKING_URI, else sqlite:///<this folder>/mlflow.db",
-    )
-    parser.add_argument("--experiment", default="jacbench")
-    args = parser.parse_args(argv)
-    if not args.results.is_dir():
-        parser.error(f"{args.results} is not a folder of jacbench results")
-    tracking = Tracking.resolve(Path.cwd(), args.tracking_uri, args.experiment)
-    paths = sorted(args.results.glob("*.parquet"))
+def sync_rows(paths: list[Path], tracking: Tracking) -> tuple[int, int]:
+    """Log the rows of ``paths`` that have no run, one ``jacbench:`` line for each that
+    cannot be (and one for all, when tracking is down); returns (logged, failed)."""
+    noted: dict[Path, dict[str, str]] = {}
     logged = failed = 0
     for done, path in enumerate(paths):
+        if path.parent not in noted:
+            noted[path.parent] = run_ids(path.parent)
         try:
-            logged += bool(sync_file(path, tracking))
+            logged += bool(sync_file(path, tracking, noted[path.parent]))
         except TrackingDown as exc:
             print(
                 f"jacbench: MLflow tracking failed ({tracking.uri}): {one_line(exc)}; "
@@ -97,17 +84,15 @@ def main(argv: list[str] | None = None) -> int:
                 "again when tracking is back",
                 file=sys.stderr,
             )
-            failed += 1
-            break
+            return logged, failed + 1
         except InProgress as exc:
             failed += 1
             print(f"jacbench: {path}: not logged: {exc}", file=sys.stderr)
         except OSError as exc:  # the run is logged; the next sync finds it by job id
             failed += 1
-            print(f"jacbench: {path}: run id not written ({one_line(exc)})", file=sys.stderr)
+            print(f"jacbench: {path}: run logged, not noted ({one_line(exc)})", file=sys.stderr)
         except Exception as exc:  # a row MLflow refused (e.g. of an older jacbench)
             failed += 1
             what = f"{type(exc).__name__}: {one_line(exc)}"
             print(f"jacbench: {path}: no MLflow run logged ({what})", file=sys.stderr)
-    print(f"{logged} row(s) without an MLflow run now have one in {tracking.uri}")
-    return 1 if failed else 0
+    return logged, failed

@@ -19,7 +19,8 @@ def main(argv: list[str] | None = None) -> int:
         epilog=(
             "RESULTS is a folder of parquet rows: results/ (every single run), or a sweep's "
             "folder multirun/<date>/<time>/ (its summary.parquet). --compare writes "
-            "compare.md: what changed between two such folders, beyond the noise."
+            "compare.md: what changed between two such folders, beyond the noise. --history "
+            "writes history.md/html/png: each strategy's time across several folders."
         ),
     )
     parser.add_argument(
@@ -35,10 +36,19 @@ def main(argv: list[str] | None = None) -> int:
         metavar=("BEFORE", "AFTER"),
         help="compare two results folders instead",
     )
+    parser.add_argument(
+        "--history",
+        nargs="+",
+        type=Path,
+        metavar="DIR",
+        help="each strategy's time across these folders (torch or jacbench versions, machines)",
+    )
     args = parser.parse_args(argv)
-    folders = args.compare or ([args.results] if args.results else [])
+    folders = args.compare or args.history or ([args.results] if args.results else [])
     if not folders:
-        parser.error("give a results folder, or --compare BEFORE AFTER")
+        parser.error("give a results folder, --compare BEFORE AFTER, or --history DIR DIR ...")
+    if args.history and len(args.history) < 2:
+        parser.error("--history needs two folders or more, in the order of their versions")
     for folder in folders:
         if not folder.is_dir():
             parser.error(f"{folder} is not a folder of jacbench results")
@@ -52,6 +62,13 @@ def main(argv: list[str] | None = None) -> int:
     from jacbench.report.build import write_report
     from jacbench.report.compare import compare_report
 
+    if args.history:
+        from jacbench.report.history import history_report
+
+        path, lines = history_report(args.history, args.out)
+        print("\n".join(lines))
+        print(f"written: {path}, {path.with_suffix('.html')}")
+        return 0
     if args.compare:
         path, verdict = compare_report(*args.compare, args.out)
         print(verdict)

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import textwrap
 from dataclasses import dataclass, field
+from pathlib import Path
 
 import pandas as pd
 
@@ -40,6 +41,56 @@ TABLE_COLUMNS = [
 class Overview:
     description: str  # markdown: the parent run's mlflow.note.content
     tags: dict[str, str] = field(default_factory=dict)
+    # the answer as metrics in the jobs' columns, on the collapsed parent (one problem)
+    metrics: dict[str, float] = field(default_factory=dict)
+    # one answer run per problem where there are several: {"name", "metrics", "tags"}
+    answers: list[dict] = field(default_factory=list)
+    sections: list[str] = field(default_factory=list)  # the charts' problems
+
+
+def answer_metrics(rec: Recommendation, group: pd.DataFrame) -> dict[str, float]:
+    """A problem's answer in the jobs' metric columns: the settled winner's median with its
+    interval, err_eps, verdict, whether it is exact, and its settled speedup over the
+    default; ``settled`` 0 (and nothing else) where the rule names no winner."""
+    if rec.best is None or rec.unsettled:
+        return {"settled": 0.0}
+    best = latest_ok(group)
+    best = best[best["label"] == rec.best].iloc[0]
+    found = {
+        "settled": 1.0,
+        "time_median_ms": best["time_median_s"] * 1e3,
+        "time_ci_low_ms": best.get("time_ci_low_s") * 1e3,
+        "time_ci_high_ms": best.get("time_ci_high_s") * 1e3,
+        "err_eps": best.get("err_eps"),
+        "within_tol": best.get("within_tol"),
+        "exact": float(str(best["strategy_kind"]) == "exact"),
+        f"speedup_vs_{DEFAULT_STRATEGY}": rec.speedup_vs_default,
+    }
+    return {k: float(v) for k, v in found.items() if v is not None and not pd.isna(v)}
+
+
+def answers_of(recs: list[Recommendation], groups: list) -> list[dict]:
+    """One answer run per problem: named by its choice, its answer as metrics."""
+    return [
+        {
+            "name": f"answer {rec.choice(with_alternative=False)}: {rec.problem}",
+            "metrics": answer_metrics(rec, group),
+            "tags": {"recommended_strategy": rec.choice(with_alternative=False)},
+        }
+        for rec, (_, group) in zip(recs, groups, strict=True)
+    ]
+
+
+def chart_sections(rows: pd.DataFrame) -> list[str]:
+    """Each problem's name in the jobs' metric keys (``mlflow_view.chart_section``)."""
+    from jacbench.record.mlflow_view import chart_section
+
+    keys = ["model", "n_in", "n_out", "dtype", "device", "batch"]
+    timed = rows.dropna(subset=["time_median_s"]).drop_duplicates(keys)
+    return [
+        chart_section(r["model"], r["n_in"], r["n_out"], r["dtype"], r["device"], r["batch"])
+        for _, r in timed.iterrows()
+    ]
 
 
 def jobs_table(rows: pd.DataFrame) -> pd.DataFrame:
@@ -69,6 +120,7 @@ def headline(recs: list[Recommendation]) -> str:
     return "; ".join(f"{label}: {rec.choice()}" for label, rec in zip(labels, recs, strict=True))
 
 
+REPORT = "report/report.html"  # the artifact the description's first line opens
 MAX_LINE = 120  # the Overview shows markdown: longer lines made the page 7415 px wide
 
 
@@ -114,16 +166,26 @@ def _first_line(recs: list[Recommendation], speedups: list[str]) -> str:
 
 
 def overview(
-    rows: pd.DataFrame, answer: str = "", sweep_line: str = "", files: list[str] | None = None
+    rows: pd.DataFrame,
+    answer: str = "",
+    sweep_line: str = "",
+    files: list[str] | None = None,
+    links: dict[str, str] | None = None,
 ) -> Overview:
-    """The parent run's description and tags from the sweep's rows. The description's first
-    line is the answer in one line (the runs table shows only that line); no line is longer
-    than MAX_LINE. ``files``: the parent's artifacts, to list (answer.md where ``answer``)."""
+    """The parent run's description, tags and metrics from the sweep's rows. The
+    description's first line is the answer in one line (the runs table shows only that
+    line) and opens the report; no line is longer than MAX_LINE. ``files``: the parent's
+    artifacts, to list (answer.md where ``answer``); ``links``: artifact path -> its page in
+    MLflow's artifact viewer (the report, and each figure at full size)."""
     rows, _ = normalise(rows)
     groups = problems(rows)
     recs = [recommend(title, group) for title, group in groups]
     speedups = [f"{factor_text(r.speedup_vs_default)}x" for r in recs if r.speedup_vs_default]
-    lines = [_first_line(recs, speedups), ""]  # the per-problem lines next: the collapsed
+    links = links or {}
+    first = _first_line(recs, speedups)
+    if REPORT in links:
+        first += f" ([the report]({links[REPORT]}))"
+    lines = [first, ""]  # the per-problem lines next: the collapsed
     # description shows the first three lines
     for rec, (_, group) in zip(recs, groups, strict=True):
         lines += _wrapped("- " + short_line(rec, group), "  ")
@@ -134,9 +196,15 @@ def overview(
     lines += ["", "## More", ""]
     if listed:
         lines += [*_wrapped(f"Artifacts: {', '.join(listed)}."), ""]
+    figures = [f"[{Path(path).stem}]({href})" for path, href in links.items() if path != REPORT]
+    if figures:
+        lines += [*_wrapped(f"Figures at full size: {', '.join(figures)}."), ""]
     lines += _wrapped(
         "Child runs: one per job, metrics `time_median_ms` (interval `time_ci_low_ms` to "
-        "`time_ci_high_ms`), `err_eps`, `log10_rel_err`; the charts are in the Chart tab."
+        "`time_ci_high_ms`), `err_eps`, `log10_rel_err`, `log10_time_us` and `log10_err_eps` "
+        "(for the charts); where the sweep has several problems, an `answer:` run per "
+        "problem carries its answer in the same columns. The charts: the link the sweep "
+        "printed (`charts`), or the chart icon above the runs table."
     )
     if sweep_line:
         lines += ["", *_wrapped(sweep_line)]
@@ -149,4 +217,8 @@ def overview(
         tags["recommended_with_alternative"] = ", ".join(dict.fromkeys(alternatives))[:5000]
     if speedups:
         tags[f"speedup_vs_{DEFAULT_STRATEGY}"] = ", ".join(speedups)
-    return Overview(markdown_safe("\n".join(lines) + "\n"), tags)
+    single = len(recs) == 1
+    metrics = answer_metrics(recs[0], groups[0][1]) if single else {}
+    answers = [] if single else answers_of(recs, groups)
+    description = markdown_safe("\n".join(lines) + "\n")
+    return Overview(description, tags, metrics, answers, chart_sections(rows))

@@ -86,7 +86,7 @@ def _tick_text(value: float, _pos: object = None) -> str:
     return f"{mantissa}e{int(exponent)}"
 
 
-def _log_axis(ax, which: str, label: str) -> None:
+def log_axis(ax, which: str, label: str) -> None:
     """A log axis labelled with plain numbers at 1, 2 and 5 of each decade (only decades
     where they are many; ``_finish`` adds more where fewer than three fall in view)."""
     getattr(ax, f"set_{which}scale")("log")
@@ -287,7 +287,7 @@ def _pick_entry() -> Line2D:
     return Line2D([], [], ls="", ms=14, mec="black", label="recommended (the pick)", **star)
 
 
-def _interval_bars(rows: pd.DataFrame) -> np.ndarray:
+def interval_bars(rows: pd.DataFrame) -> np.ndarray:
     """Left and right bar lengths: the 95% interval of the median (``jacbench.timing.rule``);
     zero for rows without one (drawn hollow)."""
     median = rows["time_median_s"].astype(float)
@@ -354,7 +354,7 @@ def time_per_strategy(
     )
     handles = []
     for ax, (title, rows) in zip(axes[:, 0], panels, strict=True):
-        bars = _interval_bars(rows) * 1e3
+        bars = interval_bars(rows) * 1e3
         for kind, group in rows.groupby("strategy_kind"):
             index = group.index
             handles.append(
@@ -376,7 +376,7 @@ def time_per_strategy(
         ax.set_yticks(range(len(rows)), names[title])
         ax.set_ylim(-0.6, len(rows) - 0.4)
         ax.invert_yaxis()  # fastest on top
-        _log_axis(ax, "x", "median time per Jacobian [ms] (bar: 95% interval of the median)")
+        log_axis(ax, "x", "median time per Jacobian [ms] (bar: 95% interval of the median)")
         ax.set_title(textwrap.fill(title, int(width * 8)), fontsize=FONT)
     figure_legend(fig, handles)
     return finish(fig)
@@ -427,7 +427,7 @@ def accuracy_per_strategy(rows: pd.DataFrame) -> Figure | None:
     ax.set_ylim(-0.6, len(labels) - 0.4)
     ax.invert_yaxis()
     zero = f"; 0 drawn at {ZERO_ERR:g}" if (ok["err_eps"] <= 0).any() else ""
-    _log_axis(ax, "x", f"err_eps (rel_err / machine eps){zero}")
+    log_axis(ax, "x", f"err_eps (rel_err / machine eps){zero}")
     figure_legend(fig, handles, ncols=2)
     return finish(fig)
 
@@ -441,7 +441,7 @@ def _offsets() -> list[tuple[int, int]]:
 
 
 OFFSETS = _offsets()
-MARKER_HALF_PT = 5  # half a marker's width (points): a star is larger, and labelled "(pick)"
+MARKER_HALF_PT = 3  # half a marker (points) kept clear of names: a point stays visible
 
 
 def _label_box(anchor: tuple[float, float], size: tuple[float, float], offset, scale: float):
@@ -523,7 +523,7 @@ def speed_vs_accuracy(
             ax.errorbar(
                 group["time_median_s"] * 1e3,
                 group["err_eps"].clip(lower=ZERO_ERR),
-                xerr=_interval_bars(group) * 1e3,
+                xerr=interval_bars(group) * 1e3,
                 fmt="none",
                 ecolor=colour,
                 elinewidth=1.2,
@@ -550,9 +550,9 @@ def speed_vs_accuracy(
         ax.margins(0.25)  # room for the names at the edges
         _style(ax)
         ax.set_title(textwrap.fill(title, 100), fontsize=FONT)
-        _log_axis(ax, "x", "median time per Jacobian [ms] (bar: 95% interval of the median)")
+        log_axis(ax, "x", "median time per Jacobian [ms] (bar: 95% interval of the median)")
         zero = f"; 0 drawn at {ZERO_ERR:g}" if (ok["err_eps"] <= 0).any() else ""
-        _log_axis(ax, "y", f"err_eps{zero}")
+        log_axis(ax, "y", f"err_eps{zero}")
     figure_legend(fig, handles)
     finish(fig)  # the layout and limits final where the names will be
     renderer = fig.canvas.get_renderer()
@@ -583,8 +583,8 @@ def _eps(options: str) -> float | None:
 def _curves_figure(xlabel: str, ylabel: str) -> tuple[Figure, object]:
     fig, ax = plt.subplots(figsize=(8, 5.5), layout="constrained")
     _style(ax)
-    _log_axis(ax, "x", xlabel)
-    _log_axis(ax, "y", ylabel)
+    log_axis(ax, "x", xlabel)
+    log_axis(ax, "y", ylabel)
     return fig, ax
 
 
@@ -676,7 +676,7 @@ def time_vs_shape(problems: list[tuple[str, pd.DataFrame]]) -> Figure | None:
         for mode, group in exact.groupby("strategy_mode"):
             if mode in (Mode.FORWARD, Mode.REVERSE):
                 best = group.sort_values("time_median_s").iloc[[0]]
-                low, high = _interval_bars(best)[:, 0] * 1e3
+                low, high = interval_bars(best)[:, 0] * 1e3
                 first = best.iloc[0]
                 points.append(
                     {

@@ -74,7 +74,10 @@ class Document:
         browser would otherwise show it at its pixel width, or squeeze it to the page)."""
         alt = html.escape(caption, quote=True)
         shown = markdown_safe(caption)
-        self.md += [f'<img src="{path.name}" width="{width}" alt="{alt}">', "", f"*{shown}*", ""]
+        # markdown's own image: an HTML <img> tag (for its width) showed as text in MLflow's
+        # artifact viewer; report.html keeps the width
+        label = shown.replace("[", "(").replace("]", ")")  # inside ![...]
+        self.md += [f"![{label}]({path.name})", "", f"*{shown}*", ""]
         data = base64.b64encode(path.read_bytes()).decode()
         self.html.append(
             f"<figure><img alt='{alt}' width='{width}' "

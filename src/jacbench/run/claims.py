@@ -28,6 +28,8 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
+from jacbench.run.orphans import pid_alive
+
 CLAIMS = ".claims"
 POLL_S = 0.5
 HEARTBEAT_S = 5.0  # a held claim is touched this often
@@ -67,12 +69,27 @@ def _alive(path: Path, owner: dict[str, Any]) -> bool:
     if owner.get("boot") != boot_id():
         return False  # made before this machine rebooted
     try:
-        os.kill(int(owner.get("pid", 0)), 0)
-    except ProcessLookupError:
-        return False
-    except (PermissionError, ValueError, OverflowError):
-        pass
-    return beating  # a live pid that stopped beating was reused by an unrelated process
+        pid = int(owner.get("pid", 0))
+    except (TypeError, ValueError):
+        return beating
+    # a live pid that stopped beating was reused by an unrelated process
+    return beating and pid_alive(pid) is not False
+
+
+def holder(folder: Path, key: str) -> dict[str, Any] | None:
+    """Who holds the claim on ``key`` now (None: nobody alive holds it)."""
+    path = Path(folder) / CLAIMS / f"{key}.claim"
+    owner = _read(path)
+    return owner if owner is not None and _alive(path, owner) else None
+
+
+def sweep_holds_any(folder: Path, sweep: str) -> bool:
+    """Whether a live process of ``sweep`` holds a claim (one of its jobs still runs)."""
+    for path in (Path(folder) / CLAIMS).glob("*.claim"):
+        owner = _read(path)
+        if owner and owner.get("sweep") == sweep and _alive(path, owner):
+            return True
+    return False
 
 
 def _take_over(path: Path, owner: dict[str, Any], token: str) -> None:

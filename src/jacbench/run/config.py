@@ -1,18 +1,20 @@
-"""Config schemas (so typos fail clearly) and their registration with Hydra. Imports no
-torch: ``--help``, ``--cfg`` and refused overrides answer before torch is imported."""
+"""Config schemas (so typos fail clearly) and their registration with Hydra, built from the
+strategy registry each time (every strategy's options are its own dataclass)."""
 
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from hydra.core.config_store import ConfigStore
 from omegaconf import MISSING, DictConfig, OmegaConf
 
 from jacbench.timing.config import TimingConfig
+
+if TYPE_CHECKING:
+    from jacbench.core.registry import Registry
 
 
 @dataclass
@@ -69,17 +71,14 @@ def gpus_for_device(device: str, gpus: int) -> int | None:
 OmegaConf.register_new_resolver("jacbench_gpus", gpus_for_device, replace=True)
 
 
-def register_configs(options: Mapping[str, type | None]) -> None:
-    """Make every strategy (name -> its options dataclass; None for one that cannot load) a
-    valid ``strategy=<name>`` with typed options, and ``hydra/launcher=joblib`` the launcher
-    that sends out only jobs not yet recorded."""
-    from hydra_plugins.jacbench_launcher import resuming_joblib
-
-    resuming_joblib.register()
+def register_configs(registry: Registry) -> None:
+    """Make every registered strategy a valid ``strategy=<name>`` with its typed options
+    (one that cannot load: its name alone, so the job says why)."""
     cs = ConfigStore.instance()
     cs.store(name="jacbench_schema", node=JobConfig)
-    for name, options_type in sorted(options.items()):
-        base = (options_type,) if options_type is not None else ()
+    for name in registry.names():
+        spec = registry.strategies.get(name)
+        base = (spec.options,) if spec is not None and spec.options is not None else ()
         node = dataclasses.make_dataclass(
             f"{name}_options", [("name", str, field(default=name))], bases=base
         )

@@ -1,6 +1,6 @@
 """What a job measures, as a stable hash: equal for the same model, strategy, dtype, device,
-timing and seed wherever it records (a module of its own: resuming and claiming need only
-this, and the config schemas import the launcher plugins that resume)."""
+timing and seed wherever it records (a module of its own, without torch: resuming and
+claiming need only this)."""
 
 from __future__ import annotations
 

@@ -72,17 +72,24 @@ def load_analysis(spec: str) -> Callable[..., str]:
 
 
 TRACKING_SCHEMES = ("sqlite", "http", "https", "file", "postgresql", "mysql", "mssql")
+MAX_EXPERIMENT_NAME = 500  # MLflow's limit (mlflow.utils.validation), checked without MLflow
 
 
 def check_tracking(mlflow: Any) -> None:
     """What MLflow would refuse only once the first run is logged, after the measurement:
-    an empty experiment name, a tracking URI of no store it knows."""
+    an empty or too long experiment name, a tracking URI of no store it knows."""
     if not mlflow.get("enabled"):
         return
-    if not str(mlflow.get("experiment") or "").strip():
+    experiment = str(mlflow.get("experiment") or "")
+    if not experiment.strip():
         raise ConfigError(
             "mlflow.experiment is empty; give an experiment name (default: jacbench), or "
             "mlflow.enabled=false to run without tracking"
+        )
+    if len(experiment) > MAX_EXPERIMENT_NAME:
+        raise ConfigError(
+            f"mlflow.experiment is {len(experiment)} characters long; MLflow takes names of "
+            f"at most {MAX_EXPERIMENT_NAME} (default: jacbench)"
         )
     uri = str(mlflow.get("tracking_uri") or "")
     scheme = uri.partition(":")[0].split("+")[0] if "://" in uri else ""

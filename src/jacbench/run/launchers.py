@@ -1,6 +1,6 @@
 """Which kind of launcher a sweep runs under, told once from ``hydra.launcher._target_``:
-the thread cap, the ``n_jobs`` check, the watch for orphaned workers and loky's backend all
-ask here."""
+the thread cap, the ``n_jobs`` check, the watch for orphaned workers and the report of
+pending SLURM tasks all ask here."""
 
 from __future__ import annotations
 
@@ -9,12 +9,11 @@ from typing import Any
 
 from jacbench.core.enums import LauncherKind
 
-# Launcher classes by name (hydra-joblib-launcher's, jacbench's resuming subclass of it,
-# hydra-submitit-launcher's local one); a subclass elsewhere is told by its own name.
+# Launcher classes by name (Hydra's basic one, hydra-joblib-launcher's, hydra-submitit-
+# launcher's local one); a subclass elsewhere is told by its own name.
 KINDS = {
     "BasicLauncher": LauncherKind.IN_PROCESS,
     "JoblibLauncher": LauncherKind.JOBLIB,
-    "ResumingJoblibLauncher": LauncherKind.JOBLIB,
     "LocalLauncher": LauncherKind.LOCAL,
 }
 

@@ -1,5 +1,7 @@
-"""Resuming a sweep: a job whose result is already recorded is counted, not measured again,
-whether the job finds that out itself or the SLURM launcher does before submitting it."""
+"""Resuming a sweep, in one place: which recorded row a job may reuse instead of being
+measured again (``reusable``), and counting it in the sweep (``count_as_done``). The sweep
+asks before sending a job out; the job asks again once it holds its claim
+(``jacbench.run.claims``), since a sweep beside it may have recorded it meanwhile."""
 
 from __future__ import annotations
 
@@ -12,8 +14,12 @@ from jacbench.run.identity import config_hash
 from jacbench.run.sweep.state import SweepState, job_record, results_dir
 
 
-def recorded_result(cfg: DictConfig, launch_dir: Path) -> Path | None:
-    """The file holding this job's ``ok`` or ``skipped`` row, if one is recorded."""
+def reusable(cfg: DictConfig, launch_dir: Path, force: bool) -> Path | None:
+    """The file of the row this job may reuse: an ``ok`` or ``skipped`` row of the same
+    config_hash in its results folder (a ``failed`` one is worth another try); none when
+    ``force`` asks for a new measurement."""
+    if force:
+        return None
     from jacbench.record.parquet import find_done_result  # pyarrow: not in a single run
 
     return find_done_result(results_dir(cfg, launch_dir), config_hash(cfg))

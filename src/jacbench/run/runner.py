@@ -13,7 +13,6 @@ import json
 import re
 import subprocess
 import time
-from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import datetime, timezone
 from pathlib import Path
@@ -22,7 +21,6 @@ from typing import Any
 import torch
 from omegaconf import DictConfig
 
-from jacbench.core import gc_pause
 from jacbench.core.errors import ConfigError, StrategySkip
 from jacbench.core.interrupt import check as check_interrupt
 from jacbench.core.interrupt import raise_if_interrupt
@@ -104,7 +102,9 @@ def classify(exc: BaseException) -> tuple[Status, str]:
 
 
 @dataclass(frozen=True)
-class Outcome:
+class Ending:
+    """How the job ended (its status columns)."""
+
     status: Status
     error_message: str = ""
 
@@ -194,44 +194,35 @@ def provenance(job: JobSpec) -> dict[str, Any]:
     }
 
 
-def execute(
-    cfg: DictConfig,
-    registry: Registry,
-    thread_cap: int | None = None,
-    before_timing: Callable[[], None] = lambda: None,
-) -> Result:
+def execute(cfg: DictConfig, registry: Registry, thread_cap: int | None = None) -> Result:
     """Validate the config and run the job; bad input becomes a ``failed`` Result.
 
-    ``thread_cap`` bounds the torch threads when several jobs share the machine's cores;
-    ``before_timing`` returns once background work (the tracking helper) is idle."""
+    ``thread_cap`` bounds the torch threads when several jobs share the machine's cores."""
     labels = job_labels(cfg)
     try:
         job = make_job(cfg, registry)
     except ConfigError as exc:
-        failed = Outcome(Status.FAILED, str(exc).splitlines()[0])
+        failed = Ending(Status.FAILED, str(exc).splitlines()[0])
         seed = int(cfg.get("seed", 0))
         seed = seed if 0 <= seed < 2**63 else 0  # out of the int64 column: its error names it
         identity = {"config_hash": config_hash(cfg), "seed": seed}
         return combine({**labels, **identity, "torch_version": torch.__version__}, [failed])
     if thread_cap is not None and job.timing.threads > thread_cap:
         job = dataclasses.replace(job, timing=dataclasses.replace(job.timing, threads=thread_cap))
-    return run_job(job, labels, before_timing)
+    return run_job(job, labels)
 
 
-def run_job(
-    job: JobSpec, labels: dict[str, str], before_timing: Callable[[], None] = lambda: None
-) -> Result:
+def run_job(job: JobSpec, labels: dict[str, str]) -> Result:
     known = {**labels, **provenance(job)}  # before running: started_at is the job's start
     records: list[Any] = []
     with torch_threads(job.timing.threads):
         try:
-            _measure(job, records, before_timing)
+            _measure(job, records)
             check_interrupt()  # a Ctrl-C that a library swallowed stops the job all the same
-            records.append(Outcome(Status.OK))
+            records.append(Ending(Status.OK))
         except Exception as exc:
             raise_if_interrupt(exc)  # a Ctrl-C that a library turned into an error is not one
-            records.append(Outcome(*classify(exc)))
-    gc_pause.resume()  # a job that stopped before timing: the next job of a sweep collects
+            records.append(Ending(*classify(exc)))
     return combine(known, records)
 
 
@@ -259,7 +250,7 @@ def sparse_answer(job: JobSpec, shape: tuple[int, int, int]) -> bool:
     return job.strategy.mode is Mode.AUTO and sampled(*shape)
 
 
-def _measure(job: JobSpec, records: list[Any], before_timing: Callable[[], None]) -> None:
+def _measure(job: JobSpec, records: list[Any]) -> None:
     """Run the stages in order, appending each one's record as soon as it exists (so a
     failure later keeps what was learned before it)."""
     problem = build_problem(job.model, job.dtype, job.device, job.seed)
@@ -268,7 +259,7 @@ def _measure(job: JobSpec, records: list[Any], before_timing: Callable[[], None]
     check_fits(*shape, job.dtype, job.device, dense_answer=not sparse_answer(job, shape))
     records.append(_output(problem))
     if sampled(*shape):
-        _measure_sampled(job, problem, records, before_timing)
+        _measure_sampled(job, problem, records)
         return
     references = References(problem)
     reference = references.for_mode(job.strategy.mode)
@@ -294,7 +285,7 @@ def _measure(job: JobSpec, records: list[Any], before_timing: Callable[[], None]
     prep = first.prep
     del first, value  # free the first Jacobian before timing and memory
 
-    _time_and_memory(job, problem, prep, records, started, before_timing)
+    _time_and_memory(job, problem, prep, records, started)
 
 
 def _first_call(job: JobSpec, problem: Problem, records: list[Any]) -> FirstCall:
@@ -330,23 +321,18 @@ def _time_and_memory(
     prep: Any,
     records: list[Any],
     started: float,
-    before_timing: Callable[[], None],
 ) -> None:
-    gc_pause.resume()
     if not job.timing.time:  # an accuracy question: what the row declares instead of times
         records.append(Untimed())
         records.append(Elapsed(time.perf_counter() - started))
         return
-    before_timing()
     records.append(time_steady_state(prep, problem.x, job.timing))
     if job.timing.memory:
         records.append(measure_memory(prep, problem.x, job.device))
     records.append(Elapsed(time.perf_counter() - started))
 
 
-def _measure_sampled(
-    job: JobSpec, problem: Problem, records: list[Any], before_timing: Callable[[], None]
-) -> None:
+def _measure_sampled(job: JobSpec, problem: Problem, records: list[Any]) -> None:
     """The stages of a job whose dense reference would not fit: the answer is judged on the
     sampled reference's columns and rows (``reference_sample`` entries), never densified."""
     sample = sampled_reference(problem)
@@ -361,4 +347,4 @@ def _measure_sampled(
         raise RuntimeError(f"non-finite Jacobian: {errors.n_nonfinite} sampled entries are nan/inf")
     prep = first.prep
     del first
-    _time_and_memory(job, problem, prep, records, started, before_timing)
+    _time_and_memory(job, problem, prep, records, started)

@@ -13,18 +13,15 @@ import dataclasses
 import os
 import signal
 import sys
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 
 import yaml
 from omegaconf.errors import ConfigAttributeError, ConfigKeyError, OmegaConfBaseException
 
 from jacbench.core.errors import ConfigError, LaunchRefused
+from jacbench.record.text import one_line
 
 FULL_ERROR = "HYDRA_FULL_ERROR"
-
-
-def _flat(text: str) -> str:
-    return " ".join(str(text).split())
 
 
 def _omegaconf(exc: OmegaConfBaseException) -> str:
@@ -44,23 +41,23 @@ def _omegaconf(exc: OmegaConfBaseException) -> str:
 def _yaml(exc: yaml.YAMLError) -> str:
     mark = getattr(exc, "problem_mark", None)
     where = f"{mark.name}, line {mark.line + 1}, column {mark.column + 1}" if mark else "?"
-    problem = getattr(exc, "problem", None) or _flat(exc)
+    problem = getattr(exc, "problem", None) or one_line(exc, None)
     return f"a config file is not valid YAML ({where}): {problem}"
 
 
-def one_line(exc: BaseException) -> str:
+def input_error(exc: BaseException) -> str:
     """What went wrong, in one line that names the input."""
     chain = [exc]
     while chain[-1].__cause__ is not None and len(chain) < 10:
         chain.append(chain[-1].__cause__)
     for cause in chain:
         if isinstance(cause, ConfigError):
-            return _flat(cause)
+            return one_line(cause, None)
         if isinstance(cause, OmegaConfBaseException):
             return _omegaconf(cause)
         if isinstance(cause, yaml.YAMLError):
             return _yaml(cause)
-    text = _flat(str(exc).split("Config search path")[0])
+    text = one_line(str(exc).split("Config search path")[0], None)
     if text.startswith("LexerNoViableAltException:"):  # Hydra's override parser, via ANTLR
         override = text.removeprefix("LexerNoViableAltException:").split(" ^ ")[0].strip()
         return (
@@ -74,26 +71,26 @@ def one_line(exc: BaseException) -> str:
 
 
 @contextlib.contextmanager
-def reported(interrupted: str) -> Iterator[None]:
+def reported(kept: Callable[[], str]) -> Iterator[None]:
     """Run the body with Hydra's errors raised to here, then print each as one line on
     stderr and exit 1 (130 after Ctrl-C, 143 after SIGTERM, 129 after SIGHUP, with
-    ``interrupted`` saying what was kept)."""
+    ``kept()`` saying what was kept)."""
     full = os.environ.get(FULL_ERROR)
     os.environ[FULL_ERROR] = "1"  # Hydra then raises instead of printing a traceback
     try:
         yield
     except LaunchRefused as exc:
-        print(f"jacbench: {one_line(exc.__cause__ or exc)}", file=sys.stderr)
+        print(f"jacbench: {input_error(exc.__cause__ or exc)}", file=sys.stderr)
         raise SystemExit(1) from None
     except KeyboardInterrupt as exc:
         signum = getattr(exc, "signum", signal.SIGINT)
         what = "Ctrl-C" if signum == signal.SIGINT else signal.Signals(signum).name
-        print(f"jacbench: interrupted ({what}); {interrupted}", file=sys.stderr)
+        print(f"jacbench: interrupted ({what}); {kept()}", file=sys.stderr)
         raise SystemExit(128 + signum) from None
     except Exception as exc:
         if full == "1":
             raise
-        print(f"jacbench: {one_line(exc)}", file=sys.stderr)
+        print(f"jacbench: {input_error(exc)}", file=sys.stderr)
         raise SystemExit(1) from None
     finally:
         if full is None:

@@ -105,20 +105,27 @@ class Assembler:
     pattern: Pattern
     output: str
     crow: torch.Tensor  # CSR row pointers of the pattern
+    linear: torch.Tensor  # each nonzero's index in the flattened (M, N) matrix
 
     def __call__(self, values: torch.Tensor) -> Any:
-        p, rows, cols = self.problem, self.pattern.rows, self.pattern.cols
+        """A new matrix at each call: its index arrays are copies (a caller that edits one
+        answer's indices in place changes no later answer; O(nnz), a fraction of the call)."""
+        p, cols = self.problem, self.pattern.cols
         if self.output == "csr":
             return torch.sparse_csr_tensor(
-                self.crow, cols, values, size=self.pattern.shape, check_invariants=False
-            )
+                self.crow.clone(), cols.clone(), values, size=self.pattern.shape,
+                check_invariants=False,
+            )  # fmt: skip
         if self.output == "scipy":
             import scipy.sparse  # only for this output
 
-            parts = (values.detach().cpu().numpy(), cols.cpu().numpy(), self.crow.cpu().numpy())
+            indices = (cols.cpu().numpy().copy(), self.crow.cpu().numpy().copy())
+            parts = (values.detach().cpu().numpy(), *indices)
             return scipy.sparse.csr_array(parts, shape=self.pattern.shape)
-        dense = values.new_zeros(p.batch, p.n_out, p.n_in)
-        dense[:, rows, cols] = values.reshape(p.batch, -1)
+        # one flat index: on hand tracking (9600 x 26) 2.2x faster than placing by (row,
+        # column) pairs, which takes indexing's broadcasting path
+        dense = values.new_zeros(p.batch, p.n_out * p.n_in)
+        dense.index_copy_(1, self.linear, values.reshape(p.batch, -1))
         return dense.reshape(p.jacobian_shape)
 
 
@@ -135,7 +142,11 @@ def _setup(
         pattern, source = find_pattern(problem, opts)
     except ValueError as exc:
         raise ConfigError(f"pattern: {exc}") from None
-    colors = sparsity.color_rows(pattern) if by_rows else sparsity.color_columns(pattern)
+    # a preparation that compiles (seconds) affords DSATUR's fewer colours; one that does
+    # not keeps the fast greedy colouring (jacbench.core.colouring)
+    thorough = bool(getattr(opts, "compile", False))
+    color = sparsity.color_rows if by_rows else sparsity.color_columns
+    colors = color(pattern, thorough)
     seed = sparsity.seeds(colors).to(dtype=problem.dtype, device=problem.device)
     device_pattern = pattern.to(problem.device)
     bound = sparsity.lower_bound(pattern.transposed if by_rows else pattern)
@@ -146,7 +157,8 @@ def _setup(
         pattern_source=source,
     )
     crow = pattern.crow_indices().to(problem.device)
-    assemble = Assembler(problem, device_pattern, opts.output, crow)
+    linear = (pattern.rows * pattern.shape[1] + pattern.cols).to(problem.device)
+    assemble = Assembler(problem, device_pattern, opts.output, crow, linear)
     return device_pattern, colors.to(problem.device), seed, assemble, info
 
 

@@ -11,6 +11,8 @@ from rich.panel import Panel
 from rich.text import Text
 
 from jacbench.record.atomic import write_atomic
+from jacbench.record.markdown import wrapped_prose
+from jacbench.record.text import one_line
 from jacbench.run.inputs import load_analysis
 from jacbench.run.sweep.state import SweepState
 
@@ -42,7 +44,7 @@ def answer_experiment(
     except Exception as exc:
         answer = f"The analysis {state.analysis} could not answer: {type(exc).__name__}: {exc}"
         answered = False
-        print(f"jacbench: {' '.join(answer.split())[:300]}", file=sys.stderr)
+        print(f"jacbench: {one_line(answer)}", file=sys.stderr)
     if not isinstance(answer, str):
         answer = (
             f"The analysis {state.analysis} returned a {type(answer).__name__}, not the text "
@@ -57,7 +59,7 @@ def answer_experiment(
     console.print(Panel(Text(answer), title="answer", expand=False))
     title = f"# Answer: {str(state.analysis).partition(':')[0].rpartition('.')[2]}"
     try:
-        write_atomic(path, f"{title}\n\n```text\n{answer.rstrip()}\n```\n")
+        write_atomic(path, f"{title}\n\n```text\n{wrapped_prose(answer.rstrip())}\n```\n")
     except OSError as exc:  # e.g. a full disk: the answer is on screen and in the parent run
         print(f"jacbench: could not write {path} ({exc.strerror or exc})", file=sys.stderr)
     return answer, answered

@@ -1,36 +1,24 @@
-"""Opening a sweep in the launching process, before any job: its inputs checked, its jobs
-counted, its MLflow parent run started, its state saved for the jobs."""
+"""Opening a sweep in the launching process, before any job: its inputs checked, its MLflow
+parent run started, its state saved for the jobs."""
 
 from __future__ import annotations
 
 import dataclasses
 import os
+import socket
+import sys
 from datetime import datetime
 from pathlib import Path
+from typing import Any
 
-from hydra.core.global_hydra import GlobalHydra
-from hydra.core.override_parser.overrides_parser import OverridesParser
-from omegaconf import DictConfig, open_dict, read_write
+from omegaconf import DictConfig, OmegaConf, open_dict, read_write
 
-from jacbench.core.enums import LauncherKind
 from jacbench.record.mlflow_run import Tracking, start_parent_run
+from jacbench.record.text import one_line
 from jacbench.report.display import make_console
+from jacbench.run.claims import boot_id
 from jacbench.run.inputs import check_sweep, refusing
-from jacbench.run.launchers import launcher_kind
-from jacbench.run.orphans import watch_loky_workers
 from jacbench.run.sweep.state import SWEEP_ENV, SweepState, new_sweep_id, results_dir
-
-
-def count_jobs(config: DictConfig) -> int:
-    """How many jobs the basic sweeper makes: its ``params`` (set by experiment presets)
-    followed by the command line's overrides, globs expanded, as BasicSweeper does."""
-    from hydra._internal.core_plugins.basic_sweeper import BasicSweeper
-
-    params = config.hydra.sweeper.get("params") or {}
-    overrides = [f"{k}={v}" for k, v in params.items()] + list(config.hydra.overrides.task)
-    loader = GlobalHydra.instance().config_loader()
-    parsed = OverridesParser.create(config_loader=loader).parse_overrides(overrides)
-    return sum(len(batch) for batch in BasicSweeper.split_arguments(parsed, None))
 
 
 def sweep_name(swept: list[str], experiment: str | None, jobs: int, when: datetime) -> str:
@@ -49,13 +37,16 @@ def swept_keys(overrides: list[str]) -> list[str]:
     return list(dict.fromkeys(keys))
 
 
-def open_sweep(config: DictConfig) -> SweepState:
-    with refusing():  # a bad input stops the sweep here, before any job or MLflow run
-        jobs = count_jobs(config)
+def open_sweep(config: DictConfig, jobs: int) -> SweepState:
+    """Check the sweep's inputs (a bad one refuses it before any job or MLflow run), start
+    its MLflow parent run, and save its state for the jobs."""
+    with refusing():
         check_sweep(config, jobs)
     launch_dir = Path.cwd()
     overrides = list(config.hydra.overrides.task)
     sweep_dir = (launch_dir / str(config.hydra.sweep.dir)).resolve()
+    sweep_dir.mkdir(parents=True, exist_ok=True)
+    OmegaConf.save(config, sweep_dir / "multirun.yaml")  # as Hydra's own sweeper does
     state = SweepState(
         new_sweep_id(),
         str(sweep_dir),
@@ -66,6 +57,8 @@ def open_sweep(config: DictConfig) -> SweepState:
         bool(config.get("report", True)),
         side_by_side=bool(config.get("side_by_side", True)),
         sweep_pid=os.getpid(),
+        host=socket.gethostname(),
+        boot=boot_id(),
         results_dir=str(results_dir(config, launch_dir)),
     )
     console = make_console()
@@ -74,34 +67,58 @@ def open_sweep(config: DictConfig) -> SweepState:
             launch_dir, config.mlflow.tracking_uri, config.mlflow.experiment
         )
         state.tracking = dataclasses.asdict(tracking)
-        params = {
-            "overrides": " ".join(overrides) or "(none)",
-            "sweep_dir": str(sweep_dir),
-            "total_jobs": str(state.total),
-        }
-        sweeper_params = config.hydra.sweeper.get("params") or {}
-        swept = swept_keys([f"{k}={v}" for k, v in sweeper_params.items()] + overrides)
-        experiment = next(
-            (o.partition("=")[2] for o in overrides if o.lstrip("+").startswith("experiment=")),
-            None,
-        )
-        name = sweep_name(swept, experiment, state.total, datetime.now())
         try:
-            state.parent_run_id = start_parent_run(tracking, name, params)
-        except Exception as exc:
-            console.print(
-                f"[bold yellow]MLflow tracking failed ({tracking.uri}): {exc}; "
-                "results still go to parquet[/]"
+            state.parent_run_id = start_parent_run(
+                tracking,
+                sweep_name_of(config, jobs),
+                {
+                    "overrides": " ".join(overrides) or "(none)",
+                    "sweep_dir": str(sweep_dir),
+                    "total_jobs": str(state.total),
+                },
             )
+        except Exception as exc:
+            why = f"{type(exc).__name__}: {one_line(exc)}"
+            print(
+                f"jacbench: MLflow tracking failed ({tracking.uri}): {why}; the sweep records "
+                "its rows without MLflow runs (python -m jacbench.sync logs them once "
+                "tracking is back)",
+                file=sys.stderr,
+            )
+            state.give_up_tracking(why)
     state.save()
+    if state.parent_run_id:
+        close_left_open_quietly(Tracking(**state.tracking), state.parent_run_id, console)
     tell_jobs(config, state.sweep_id)
-    if launcher_kind(config.hydra.launcher) == LauncherKind.JOBLIB:
-        watch_loky_workers(state.sweep_pid)
     console.print(
         f"[bold]jacbench sweep[/]: {state.total} jobs, folder {sweep_dir}"
         + (f", MLflow parent run {state.parent_run_id}" if state.parent_run_id else "")
     )
     return state
+
+
+def close_left_open_quietly(tracking: Tracking, opening: str, console: Any) -> None:
+    """Parent runs that earlier sweeps left open, closed as this one opens (sync says why
+    where it cannot be done)."""
+    from jacbench.run.sweep.repair import close_left_open
+
+    try:
+        for line in close_left_open(tracking, skip=opening):
+            console.print(line)
+    except Exception as exc:
+        console.print(f"parent runs left open by earlier sweeps not closed: {one_line(exc)}")
+
+
+def sweep_name_of(config: DictConfig, jobs: int) -> str:
+    """The parent run's name: what the command line and the preset sweep, and when."""
+    overrides = list(config.hydra.overrides.task)
+    sweeper_params = config.hydra.sweeper.get("params") or {}
+    swept = swept_keys([f"{k}={v}" for k, v in sweeper_params.items()] + overrides)
+    experiment = next(
+        (o.partition("=")[2] for o in overrides if o.lstrip("+").startswith("experiment=")),
+        None,
+    )
+    return sweep_name(swept, experiment, jobs, datetime.now())
 
 
 def tell_jobs(config: DictConfig, sweep_id: str) -> None:

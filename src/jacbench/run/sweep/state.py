@@ -3,6 +3,7 @@ every launcher (in process, joblib, submitit)."""
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import json
 import os
@@ -19,6 +20,7 @@ from jacbench.record.atomic import write_atomic
 
 STATE_DIR = ".jacbench"
 UNWRITTEN = "unwritten"  # rows the results folder could not take, beside the sweep's state
+TRACKING_DOWN = "tracking_down"  # why MLflow was given up for the rest of the sweep
 # Set in every job's environment (Hydra's hydra.job.env_set, under every launcher): which
 # sweep the job belongs to, so that sweeps sharing a folder never share state.
 SWEEP_ENV = "JACBENCH_SWEEP_ID"
@@ -51,9 +53,15 @@ class SweepState:
     side_by_side: bool = True  # the answer's top candidates timed again, interleaved
     parent_run_id: str = ""
     sweep_pid: int = 0  # the launching process: its worker processes end when it is gone
+    host: str = ""  # where that process runs, and since which boot: whether it still runs
+    boot: str = ""
     results_dir: str = ""  # where its jobs claim and record (claims released if it is stopped)
+    # the sweep's position of each job sent out, in the order Hydra numbers them: a job
+    # counted as done is never sent out, so Hydra's numbers skip it and jacbench's do not
+    launched: list[int] = dataclasses.field(default_factory=list)
     finished: bool = False
     exit_code: int = 0
+    parent_closed: bool = False  # False at the end: closed later (jacbench.run.sweep.repair)
 
     @property
     def folder(self) -> Path:
@@ -67,11 +75,32 @@ class SweepState:
         path = _state_folder(sweep_dir, sweep_id) / "sweep.json"
         return cls(**json.loads(path.read_text())) if sweep_id and path.is_file() else None
 
+    def position(self, hydra_num: int) -> int:
+        """The sweep's number of the job Hydra numbered ``hydra_num``."""
+        return self.launched[hydra_num] if hydra_num < len(self.launched) else hydra_num
+
     def mark_job(self, num: int, record: dict[str, Any]) -> int:
         """Record that job ``num`` is done; returns how many jobs are done."""
         jobs = self.folder / "jobs"
         write_atomic(jobs / f"{num}.json", json.dumps(record))
         return len(list(jobs.glob("*.json")))
+
+    @property
+    def unclosed_parent(self) -> Path:
+        """What the parent run shows, kept here while it cannot be closed."""
+        return self.folder / "parent.json"
+
+    def tracking_down(self) -> str:
+        """Why a job of this sweep gave up on MLflow ("" while it works): the jobs after it
+        record their rows without runs instead of each waiting on tracking that is down."""
+        try:
+            return (self.folder / TRACKING_DOWN).read_text()
+        except OSError:
+            return ""
+
+    def give_up_tracking(self, why: str) -> None:
+        with contextlib.suppress(OSError):  # then the next job tries, and says so, again
+            write_atomic(self.folder / TRACKING_DOWN, why)
 
     def job_records(self) -> list[dict[str, Any]]:
         jobs = self.folder / "jobs"

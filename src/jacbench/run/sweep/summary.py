@@ -18,8 +18,10 @@ from jacbench.report.display import summary_table
 from jacbench.run.sweep.answer import answer_experiment
 from jacbench.run.sweep.state import UNWRITTEN, SweepState
 
+# Every column may be empty: a sweep's rows may come from any earlier jacbench (resumed).
 SUMMARY_SCHEMA = pa.schema(
-    [pa.field("job_num", pa.int64()), pa.field("resumed", pa.bool_()), *SCHEMA]
+    [pa.field("job_num", pa.int64()), pa.field("resumed", pa.bool_())]
+    + [f.with_nullable(True) for f in SCHEMA]
 )
 
 
@@ -127,13 +129,32 @@ def summarise(state: SweepState, console: Any) -> ParentOutcome:
             from jacbench.report.overview import jobs_table, overview  # matplotlib: lazily
 
             files = [p.name + ("/report.html" if p.is_dir() else "") for p in artifacts]
-            view = overview(rows, answer, sweep_line, [*files, "summary_table.json"])
+            links = artifact_links(state, images)
+            view = overview(rows, answer, sweep_line, [*files, "summary_table.json"], links)
             outcome = dataclasses.replace(
-                outcome, description=view.description, tags=view.tags, table=jobs_table(rows)
+                outcome,
+                description=view.description,
+                tags=view.tags,
+                table=jobs_table(rows),
+                metrics={**outcome.metrics, **view.metrics},
+                answers=view.answers,
+                sections=view.sections,
             )
         except Exception as exc:  # the parent run is still closed, without the overview
             console.print(f"[bold yellow]could not describe the MLflow parent run: {exc}[/]")
     return outcome
+
+
+def artifact_links(state: SweepState, images: dict[str, Path]) -> dict[str, str]:
+    """The report and each figure's page in MLflow's artifact viewer ({} where there is no
+    report, or tracking does not answer)."""
+    from jacbench.record.mlflow_run import Tracking, artifact_hrefs
+    from jacbench.report.overview import REPORT
+
+    if not images or not state.tracking:
+        return {}
+    paths = [REPORT, *(f"report/{p.name}" for p in images.values())]
+    return artifact_hrefs(Tracking(**state.tracking), state.parent_run_id, paths)
 
 
 def unwritten_rows(state: SweepState, records: Iterable[dict[str, Any]]) -> str:

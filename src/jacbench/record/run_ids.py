@@ -1,0 +1,39 @@
+"""Which MLflow run holds each row, kept beside the rows instead of in them.
+
+A row is written once, before any MLflow call (the measurement never waits on a tracking
+server), so it cannot carry the id of a run logged after it. The link is kept next to it as
+an empty file ``<folder>/.mlflow_runs/<job_id>.<run_id>``: made atomically (created, never
+edited), and read for a whole folder with one directory listing. The run carries the row's
+job id too (tag ``jacbench.job_id``), so a lost link is found again (``python -m jacbench.sync``).
+"""
+
+from __future__ import annotations
+
+import os
+import re
+from pathlib import Path
+
+RUNS = ".mlflow_runs"
+_NAME = re.compile(r"^[0-9A-Za-z_-]+$")  # job and run ids jacbench and MLflow make
+
+
+def remember(folder: Path, job_id: str, run_id: str) -> bool:
+    """Note that ``run_id`` holds the row ``job_id`` in ``folder``; False where it cannot be
+    noted (an id that is no plain name, a folder that refuses the file)."""
+    if not (_NAME.match(job_id) and _NAME.match(run_id)):
+        return False
+    try:
+        (folder / RUNS).mkdir(exist_ok=True)
+        (folder / RUNS / f"{job_id}.{run_id}").touch()
+    except OSError:
+        return False
+    return True
+
+
+def run_ids(folder: Path) -> dict[str, str]:
+    """job_id -> run_id for the rows in ``folder`` whose runs are noted."""
+    try:
+        entries = os.listdir(folder / RUNS)
+    except OSError:
+        return {}
+    return dict(name.split(".", 1) for name in entries if name.count(".") == 1)

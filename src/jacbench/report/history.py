@@ -1,0 +1,220 @@
+"""``python -m jacbench.report --history DIR1 DIR2 ...``: each strategy's time across result
+folders measured with different torch or jacbench versions (or machines), in the order given,
+with each change between neighbours judged by the rule (``jacbench.timing.rule.verdict``).
+
+Users track Jacobian speed across releases (functorch #989: hessian 29.5 -> 39.7 ms;
+pytorch #99573: jacfwd 3.5 s -> 6 s): a settled slowdown is named with both intervals, a
+difference the rule cannot settle is not.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from pathlib import Path
+
+import matplotlib.pyplot as plt
+import pandas as pd
+from matplotlib.figure import Figure
+
+from jacbench.record.parquet import read_results
+from jacbench.report.plots import (
+    DPI,
+    FONT,
+    MAX_WIDTH_IN,
+    SMALL,
+    display_width,
+    figure_legend,
+    finish,
+    interval_bars,
+    log_axis,
+)
+from jacbench.report.problems import latest_ok, normalise, problems
+from jacbench.report.render import Document
+from jacbench.report.screen import screen
+from jacbench.timing.rule import Order, verdict
+
+# what tells one measured version from another, where the rows record it
+VERSION_COLUMNS = ("jacbench_version", "torch_version", "machine", "device_name")
+MAX_PANELS = 12
+RING = "settled change from the previous version (the rule)"
+
+
+@dataclass(frozen=True)
+class Version:
+    """One folder of the history: its position, its path and what its rows say it ran."""
+
+    position: int
+    folder: Path
+    label: str
+
+
+def _label(position: int, folder: Path, rows: pd.DataFrame) -> str:
+    parts = [f"{position + 1}: {folder.name or folder}"]
+    for column in VERSION_COLUMNS:
+        if column in rows and rows[column].notna().any():
+            values = sorted({str(v) for v in rows[column].dropna() if str(v)})
+            if values:
+                name = column.replace("_version", "").replace("_name", "")
+                parts.append(f"{name} {', '.join(values)}")
+    return ", ".join(parts)
+
+
+def read_history(folders: list[Path]) -> tuple[list[Version], pd.DataFrame]:
+    """The versions (one per folder) and all their usable rows, each with its ``version``."""
+    versions, frames = [], []
+    for position, folder in enumerate(folders):
+        rows = screen(read_results(folder))
+        versions.append(Version(position, folder, _label(position, folder, rows)))
+        if len(rows):
+            frames.append(rows.assign(version=position))
+    rows = pd.concat(frames, ignore_index=True) if frames else pd.DataFrame()
+    return versions, normalise(rows)[0] if len(rows) else rows
+
+
+@dataclass(frozen=True)
+class Change:
+    """A strategy's time on one problem between two neighbouring versions, by the rule."""
+
+    problem: str
+    label: str
+    before: int
+    after: int
+    order: Order
+    ratio: float
+    text: str
+
+    @property
+    def settled(self) -> bool:
+        return self.order in (Order.FASTER, Order.SLOWER)
+
+    def line(self, versions: list[Version]) -> str:
+        word = {Order.FASTER: "faster", Order.SLOWER: "slower"}.get(self.order, "not settled")
+        ratio = f"{self.ratio:.3g}x" if self.settled else "no ratio"
+        return (
+            f"{self.problem}: {self.label} {versions[self.before].label} -> "
+            f"{versions[self.after].label}: {word} ({ratio}; {self.text})"
+        )
+
+
+def changes(rows: pd.DataFrame) -> list[Change]:
+    """Each strategy variant's change between neighbouring versions, per problem."""
+    found: list[Change] = []
+    if rows.empty:
+        return found
+    for title, group in problems(rows):
+        by_version = {
+            v: latest_ok(g).set_index("label") for v, g in group.groupby("version", sort=True)
+        }
+        ordered = sorted(by_version)
+        for before, after in zip(ordered, ordered[1:], strict=False):
+            shared = by_version[before].index.intersection(by_version[after].index)
+            for label in shared:
+                old, new = by_version[before].loc[label], by_version[after].loc[label]
+                if pd.isna(old["time_median_s"]) or pd.isna(new["time_median_s"]):
+                    continue
+                named = (new.copy(), old.copy())  # the rule's sentence names the versions
+                named[0]["label"], named[1]["label"] = (
+                    f"version {after + 1}",
+                    f"version {before + 1}",
+                )
+                result = verdict(*named)  # FASTER: the later version is faster
+                ratio = float(new["time_median_s"]) / float(old["time_median_s"])
+                change = Change(title, str(label), before, after, result.order, ratio, result.text)
+                found.append(change)
+    return found
+
+
+def history_figure(
+    rows: pd.DataFrame, versions: list[Version], settled: list[Change]
+) -> Figure | None:
+    """Each strategy's median time (bar: its 95% interval) per version, one panel per
+    problem (at most MAX_PANELS), versions in the order given; a ring marks a point whose
+    change from the previous version the rule settles."""
+    groups = problems(rows)[:MAX_PANELS] if len(rows) else []
+    groups = [(t, g) for t, g in groups if g["version"].nunique() >= 2]
+    if not groups:
+        return None
+    cols = min(2, len(groups))
+    height = 3.4 * math.ceil(len(groups) / cols) + 1.2
+    fig, axes = plt.subplots(
+        math.ceil(len(groups) / cols),
+        cols,
+        figsize=(MAX_WIDTH_IN, height),
+        squeeze=False,
+        layout="constrained",
+    )
+    handles = {}
+    for ax, (title, group) in zip(axes.flat, groups, strict=False):
+        for label, series in group.groupby("label", sort=True):
+            points = pd.concat(
+                [latest_ok(g) for _, g in series.groupby("version")], ignore_index=True
+            ).dropna(subset=["time_median_s"])
+            points = points.sort_values("version")
+            if points.empty:
+                continue
+            bars = ax.errorbar(
+                points["version"] + 1,
+                points["time_median_s"] * 1e3,
+                yerr=interval_bars(points) * 1e3,
+                fmt="-o",
+                capsize=3,
+                label=str(label),
+            )
+            handles[str(label)] = bars
+            rings = [c.after for c in settled if c.problem == title and c.label == label]
+            ringed = points[points["version"].isin(rings)]
+            if len(ringed):
+                handles[RING] = ax.scatter(
+                    ringed["version"] + 1,
+                    ringed["time_median_s"] * 1e3,
+                    s=220,
+                    facecolors="none",
+                    edgecolors="red",
+                    linewidths=1.6,
+                    label=RING,
+                    zorder=3,
+                )
+        ax.set_xticks([v.position + 1 for v in versions])
+        ax.set_xlim(0.5, len(versions) + 0.5)
+        log_axis(ax, "y", "median time [ms] (bar: 95% interval)")
+        ax.set_xlabel("version (the folders in the order given)", fontsize=FONT)
+        ax.set_title(title, fontsize=FONT)
+        ax.tick_params(labelsize=SMALL)
+    for ax in list(axes.flat)[len(groups) :]:
+        ax.remove()
+    figure_legend(fig, list(handles.values()), ncols=4)
+    return finish(fig)
+
+
+def history_report(folders: list[Path], out: Path) -> tuple[Path, list[str]]:
+    """history.md, history.html and history.png in ``out``; returns the markdown's path and
+    the lines to print (the versions, then every settled change)."""
+    versions, rows = read_history(folders)
+    found = changes(rows)
+    settled = [c for c in found if c.settled]
+    out.mkdir(parents=True, exist_ok=True)
+    doc = Document("jacbench history")
+    head = (
+        f"{len(found)} strategy-problem changes between {len(versions)} versions: "
+        f"{sum(c.order == Order.SLOWER for c in found)} settled slower, "
+        f"{sum(c.order == Order.FASTER for c in found)} settled faster, "
+        f"{len(found) - len(settled)} not settled (docs/columns.md)."
+    )
+    doc.paragraph(f"**{head}**")
+    doc.heading("Versions")
+    doc.bullets([v.label for v in versions])
+    doc.heading("Settled changes")
+    doc.bullets([c.line(versions) for c in settled] or ["none"])
+    fig = history_figure(rows, versions, settled)
+    if fig is not None:
+        path = out / "history.png"
+        fig.savefig(path, dpi=DPI)
+        doc.image(
+            path,
+            "Median time per version (bar: 95% interval of the median), one panel per problem",
+            display_width(fig),
+        )
+        plt.close(fig)
+    md, _ = doc.write(out, "history")
+    return md, [head, *(v.label for v in versions), *(c.line(versions) for c in settled)]

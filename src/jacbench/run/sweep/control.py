@@ -1,0 +1,218 @@
+"""A sweep from its start to its end, as jacbench's Hydra sweeper runs it
+(``hydra/sweeper=jacbench``, ``hydra_plugins.jacbench_sweeper``).
+
+Its jobs are listed as Hydra's basic sweeper lists them (the preset's ``params`` first, the
+command line after, every combination of the swept values) and each is composed once, which
+validates it before anything starts. The sweep is then opened; in each batch a job whose row
+may be reused (``jacbench.run.resume``) is counted as done, a job another sweep is running is
+set aside until that sweep lets it go, and the rest go to the launcher, Hydra's basic, joblib
+or submitit one, unmodified. When the launcher stops at a task that died (hydra-submitit's
+does at the first cancelled or timed-out one), the sweep says so and waits for its other
+jobs while any of them still runs (a claim held, or a SLURM task still queued). The sweep is
+closed, summary and MLflow parent run, whatever happened.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import itertools
+import sys
+import threading
+import time
+from collections.abc import Iterator, Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from hydra.core.override_parser.overrides_parser import OverridesParser
+from hydra.core.utils import JobStatus
+from omegaconf import DictConfig
+
+from jacbench.core.enums import LauncherKind
+from jacbench.core.errors import ConfigError
+from jacbench.record.text import one_line
+from jacbench.report.display import make_console
+from jacbench.run.claims import holder, sweep_holds_any
+from jacbench.run.identity import config_hash
+from jacbench.run.inputs import refusing
+from jacbench.run.launchers import launcher_kind
+from jacbench.run.resume import count_as_done, reusable
+from jacbench.run.sweep import slurm
+from jacbench.run.sweep.lifecycle import close_sweep
+from jacbench.run.sweep.opening import open_sweep
+from jacbench.run.sweep.state import SweepState, results_dir
+
+POLL_S = 1.0
+PENDING_REPORT_S = 60.0  # say which SLURM tasks pend (and why) after this long, then as often
+
+
+def list_jobs(params: Mapping[str, Any], arguments: Sequence[str], loader: Any) -> list[list[str]]:
+    """Every job's overrides, in Hydra's basic sweeper's order: ``params`` (a preset's), then
+    ``arguments`` (a key given in both takes the command line's values), each swept key's
+    values in turn."""
+    given = [f"{key}={value}" for key, value in params.items()] + list(arguments)
+    values: dict[str, list[str]] = {}
+    for override in OverridesParser.create(config_loader=loader).parse_overrides(given):
+        key = override.get_key_element()
+        if not override.is_sweep_override():
+            values[key] = [f"{key}={override.get_value_element_as_str()}"]
+        elif override.is_discrete_sweep():
+            values[key] = [f"{key}={value}" for value in override.sweep_string_iterator()]
+        else:
+            raise ConfigError(
+                f"{override.input_line}: jacbench's sweeper takes lists of values, range() "
+                "and glob(), not an interval"
+            )
+    return [list(job) for job in itertools.product(*values.values())]
+
+
+def batches(jobs: int, size: int | None) -> list[list[int]]:
+    """The jobs' positions, ``size`` at a time (None: all at once)."""
+    step = size or jobs or 1
+    return [list(range(start, min(start + step, jobs))) for start in range(0, jobs, step)]
+
+
+@dataclass
+class Sweep:
+    """One sweep in the launching process: its jobs, each one's composed config, and the
+    launcher they are handed to."""
+
+    config: DictConfig
+    launcher: Any  # Hydra's Launcher, as the sweeper instantiated it
+    jobs: list[list[str]]
+    configs: list[DictConfig]
+    state: SweepState
+    console: Any = field(default_factory=make_console)
+
+    @property
+    def launch_dir(self) -> Path:
+        return Path(str(self.config.hydra.runtime.cwd))
+
+    def run(self, max_batch_size: int | None) -> None:
+        for batch in batches(len(self.jobs), max_batch_size):
+            waiting = []
+            todo = []
+            for position in batch:
+                cfg = self.configs[position]
+                found = reusable(cfg, self.launch_dir, bool(cfg.get("force")))
+                if found is not None:
+                    count_as_done(self.state, position, found, "already done", self.console)
+                elif self._held_elsewhere(position):
+                    waiting.append(position)
+                else:
+                    todo.append(position)
+            self.launch(todo)
+            for position in waiting:
+                self._after_the_other_sweep(position)
+
+    def _held_elsewhere(self, position: int) -> bool:
+        cfg = self.configs[position]
+        owner = holder(results_dir(cfg, self.launch_dir), config_hash(cfg))
+        if owner is None or owner.get("sweep") == self.state.sweep_id:
+            return False
+        self.console.print(
+            f"job {position}: being run by another sweep (pid {owner.get('pid', '?')} on "
+            f"{owner.get('host', '?')}); waiting for it"
+        )
+        return True
+
+    def _after_the_other_sweep(self, position: int) -> None:
+        """Once the other sweep lets the job go: its row counted, or the job run here."""
+        cfg = self.configs[position]
+        folder, key = results_dir(cfg, self.launch_dir), config_hash(cfg)
+        while holder(folder, key) is not None:
+            time.sleep(POLL_S)
+        found = reusable(cfg, self.launch_dir, force=False)
+        if found is not None:
+            count_as_done(self.state, position, found, "done by another sweep", self.console)
+        else:
+            self.launch([position])
+
+    def launch(self, positions: list[int]) -> None:
+        """Hand the jobs at ``positions`` to the launcher, Hydra numbering them on from the
+        jobs it was handed before; a job that crashed is said, and a launcher that stopped
+        early is waited out."""
+        if not positions:
+            return
+        first = len(self.state.launched)
+        self.state.launched += positions
+        self.state.save()  # the jobs read their numbers from it
+        try:
+            with self._reporting_pending():
+                returns = self.launcher.launch([self.jobs[p] for p in positions], first)
+        except Exception as exc:
+            why = one_line(str(exc).split("Error stream produced")[0])  # submitit's: its log
+            print(
+                f"jacbench: the launcher stopped ({type(exc).__name__}: {why}); "
+                "waiting for the sweep's jobs that still run",
+                file=sys.stderr,
+                flush=True,
+            )
+            self._wait_for(positions)
+            return
+        for position, returned in zip(positions, returns, strict=True):
+            if returned.status == JobStatus.FAILED:
+                try:
+                    returned.return_value  # noqa: B018 (raises the job's exception)
+                except Exception as exc:
+                    why = f"{type(exc).__name__}: {one_line(exc)}"
+                    print(f"jacbench: job {position} crashed ({why})", file=sys.stderr)
+
+    def _tasks(self) -> list[str]:
+        return slurm.submitted(slurm.submitit_folder(self.config.hydra.launcher))
+
+    def _wait_for(self, positions: list[int]) -> None:
+        """Until none of these jobs still runs: recorded, or neither claimed by a live
+        process of this sweep nor queued by SLURM."""
+        while True:
+            recorded = {record["job_num"] for record in self.state.job_records()}
+            if all(p in recorded for p in positions):
+                return
+            running = sweep_holds_any(Path(self.state.results_dir), self.state.sweep_id)
+            if not running and not slurm.held(self._tasks()):
+                return
+            time.sleep(POLL_S)
+
+    @contextlib.contextmanager
+    def _reporting_pending(self) -> Iterator[None]:
+        """While a SLURM launch waits: which tasks pend, and why, every PENDING_REPORT_S."""
+        if launcher_kind(self.config.hydra.launcher) != LauncherKind.OTHER:
+            yield
+            return
+        stop = threading.Event()
+
+        def report() -> None:
+            while not stop.wait(PENDING_REPORT_S):
+                for line in slurm.pending_reasons(self._tasks()):
+                    print(f"jacbench: SLURM task {line}", file=sys.stderr, flush=True)
+
+        thread = threading.Thread(target=report, name="jacbench-pending", daemon=True)
+        thread.start()
+        try:
+            yield
+        finally:
+            stop.set()
+
+
+def run_sweep(
+    config: DictConfig,
+    loader: Any,
+    launcher: Any,
+    arguments: Sequence[str],
+    params: Mapping[str, Any],
+    max_batch_size: int | None,
+) -> int:
+    """The whole sweep; returns its exit code (1 when a job failed or left no record)."""
+    with refusing():
+        jobs = list_jobs(params, arguments, loader)
+    configs = [loader.load_sweep_config(config, job) for job in jobs]  # validates each
+    state = open_sweep(config, len(jobs))
+    stopped_by = ""
+    try:
+        Sweep(config, launcher, jobs, configs, state).run(max_batch_size)
+    except KeyboardInterrupt as exc:
+        stopped_by = str(exc) or "Ctrl-C"  # Terminated carries the signal's name
+        raise
+    finally:
+        code = close_sweep(state, stopped_by)
+    return code
