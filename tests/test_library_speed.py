@@ -115,6 +115,46 @@ def test_a_tier_move_does_not_block_the_callers_calls():
     assert (tiers.tier, tiers.refused) == ("folded", None)
 
 
+def test_what_a_move_imports_is_imported_beside_the_callers_calls_before_f_is_traced():
+    """A traced tier's ``ready`` runs f's trace in the caller's thread, and the tracer's
+    first use imports torch._dynamo (a call of 2.4 s on a loaded machine): its imports are
+    made first in the background (here held back until the caller has made 25 more calls),
+    and ``ready`` runs at the first call after them, in the caller's thread. Counted, not
+    timed: imported in the caller's call, the import would have seen 0 calls served."""
+    torch.manual_seed(0)
+    net = nn.Sequential(nn.Linear(3, 8), nn.Tanh(), nn.Linear(8, 10)).double()
+    p = make_problem("net", net, torch.randn(3, dtype=torch.float64), "input", False)
+    release, served, at_import, readied_in = threading.Event(), [0], [], []
+
+    def preload() -> None:
+        release.wait(timeout=10)
+        at_import.append((served[0], threading.get_ident()))
+
+    def ready():
+        readied_in.append((served[0], threading.get_ident()))
+        return lambda: REGISTRY.prepare("jacfwd_folded", p, compile=False)
+
+    stage = Stage("folded", lambda: None, 0.0, ready=ready, preload=preload, traced=True)
+    eager = REGISTRY.prepare("double_backward", p)
+    check = lambda x, jac: disagreement(p.f, x, jac, p.n_out)  # noqa: E731
+    tiers = Tiered(eager, "eager", [stage], check, p.x)
+    for k in range(25):
+        x = p.x + 0.05 * k
+        torch.testing.assert_close(tiers.jac(x), torch.func.jacfwd(p.f)(x))
+        served[0] += 1
+    assert tiers.building and readied_in == []  # its imports wait: f is not traced yet
+    release.set()
+    while tiers.tier == "eager":  # the calls go on; the build follows the imports
+        tiers.jac(p.x)
+        served[0] += 1
+        tiers.join(timeout=10)
+    caller = threading.get_ident()
+    assert at_import[0][0] >= 25 and at_import[0][1] != caller  # beside the 25 calls
+    assert readied_in[0][0] >= 25 and readied_in[0][1] == caller
+    torch.testing.assert_close(tiers.jac(p.x + 0.1), torch.func.jacfwd(p.f)(p.x + 0.1))
+    assert (tiers.tier, tiers.refused) == ("folded", None)
+
+
 def test_f_runs_only_in_the_callers_thread_while_auto_builds_its_tiers():
     """f may not be safe to run from two threads at once (functional_call swaps a module's
     parameters while it runs: a residual evaluated beside a trace of it was wrong): f is

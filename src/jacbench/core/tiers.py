@@ -11,7 +11,10 @@ twice the better of the two choices made in hindsight (build at once, or never).
 The build runs off the caller's path (``background``, the default): in a thread of its own,
 while the caller's calls go on in the tier they are in; the new form is swapped in at the
 first call after it is ready. Before, the call that reached the cost waited for the build
-(8-15 s on seed004 for the compiled tier). The forms a caller runs meanwhile take no
+(8-15 s on seed004 for the compiled tier). What a stage's ``ready`` (run in the caller's
+thread) would import is imported in the thread first (``preload``: the tracer's
+torch._dynamo, 2.4 s of one call on a loaded machine before), so the call that traces f
+pays only the trace. The forms a caller runs meanwhile take no
 process-wide lock (``jacbench.core.prepared.TORCH_STATE``), which the build holds.
 
 A new form is not trusted blindly: its first call is checked against forward mode's
@@ -56,6 +59,10 @@ class Stage:
     cost_s: float
     imports_s: Callable[[], float] = field(default=_nothing_more, compare=False)
     ready: Callable[[], Callable[[], Prepared]] | None = field(default=None, compare=False)
+    # what ``ready`` would otherwise import in the caller's thread (the tracer's first use
+    # imports torch._dynamo: a 0.8 CPU-s call, 2.4 s on a loaded machine), done in the
+    # background first; ``ready`` then runs at the first call after it
+    preload: Callable[[], None] | None = field(default=None, compare=False)
     traced: bool = False  # a traced graph: a retrace storm sends the Jacobian back before it
 
     def estimate_s(self) -> float:
@@ -119,6 +126,7 @@ class Tiered:
         self._before: tuple[Prepared, str] | None = None  # while the new tier is unchecked
         self._building: threading.Thread | None = None
         self._outcome: _Outcome | None = None  # a finished build, not yet taken in
+        self._preloaded: Stage | None = None  # its imports done in the background, not built
         self._lock = threading.Lock()
 
     @property
@@ -133,6 +141,8 @@ class Tiered:
     def jac(self, x: torch.Tensor) -> Any:
         if self._outcome is not None:
             self._take()
+        if self._preloaded is not None:
+            self._resume(build=True)
         try:
             if self._before is not None:
                 return self._first(x, both=False)
@@ -148,6 +158,8 @@ class Tiered:
     def both(self, x: torch.Tensor) -> tuple[torch.Tensor, Any]:
         if self._outcome is not None:
             self._take()
+        if self._preloaded is not None:
+            self._resume(build=True)
         try:
             if self._before is not None:
                 return self._first(x, both=True)
@@ -182,6 +194,13 @@ class Tiered:
             if not self.stages or self._before is not None or self._building is not None:
                 return
             stage = self.stages.pop(0)
+            if self.background and stage.preload is not None:
+                self._building = threading.Thread(
+                    target=self._preload_aside, args=(stage,), name=f"jacbench {stage.tier}"
+                )
+                self._building.daemon = True
+                self._building.start()
+                return
             self.builds += 1
             try:
                 stage = stage.readied()
@@ -207,6 +226,31 @@ class Tiered:
         finally:
             with self._lock:
                 self._outcome = outcome
+
+    def _preload_aside(self, stage: Stage) -> None:
+        """The background thread: import what ``stage``'s ``ready`` needs, then leave the
+        stage for the caller's next call (which readies and builds it). A failed import is
+        met again, and reported, where ``ready`` or the build needs it."""
+        try:
+            stage.preload()
+        except Exception as exc:
+            raise_if_interrupt(exc)
+        finally:
+            with self._lock:
+                self._preloaded = replace(stage, preload=None)
+
+    def _resume(self, build: bool) -> None:
+        """Put a preloaded stage back first in line (the caller's thread); ``build``: start
+        readying and building it now."""
+        with self._lock:
+            stage, self._preloaded = self._preloaded, None
+            if stage is None:
+                return
+            self._building = None
+            if self.refused is None:  # a storm meanwhile ended the moves
+                self.stages.insert(0, stage)
+        if build:
+            self._next()
 
     def _take(self) -> None:
         """Take a finished background build in (the caller's thread)."""
@@ -239,6 +283,8 @@ class Tiered:
             thread.join(timeout)
             if thread.is_alive():
                 return False
+        if self._preloaded is not None:  # only its imports were done: it is not built
+            self._resume(build=False)
         if self._outcome is not None:
             self._take()
         return self._building is None

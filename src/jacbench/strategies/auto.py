@@ -50,7 +50,7 @@ from jacbench.core import decisions, sparsity
 from jacbench.core.agreement import disagreement
 from jacbench.core.interrupt import raise_if_interrupt
 from jacbench.core.memory_budget import sampled
-from jacbench.core.prepared import Prepared
+from jacbench.core.prepared import TORCH_STATE, Prepared
 from jacbench.core.problem import Problem
 from jacbench.core.strategy import Declared, Kind, Mode, StrategySkip, StrategySpec, strategy
 from jacbench.core.tiers import Stage, Tiered
@@ -365,7 +365,12 @@ def tiered(problem: Problem, opts: AutoOptions) -> Declared:
 
             return lambda: built(tier, name, options, make)
 
-        return Stage(tier.value, _unready, cost, imports, ready, traced=True)
+        def preload() -> None:  # another thread, before ready: the tracer's imports
+            with TORCH_STATE:  # no other trace or first call of jacbench's meanwhile
+                for module in IMPORTS.get(tier, ()):
+                    importlib.import_module(module)
+
+        return Stage(tier.value, _unready, cost, imports, ready, preload, traced=True)
 
     stages = [stage(t, n, o) for t, n, o in later]
     f = problem.f if problem.batch == 1 else problem.f_many
