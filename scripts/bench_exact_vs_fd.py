@@ -7,17 +7,25 @@ strategies (eager and compiled), a hand-built ``torch.compile(torch.func.jacfwd(
 default ``auto`` after warm-up (``settled()``: its compiled tier) and ``auto`` with
 ``upfront=True``, then times them by CPU time in interleaved rounds
 (``jacbench.timing.interleaved``: each round times every one once, so drift of a noisy
-machine hits all alike) and prints medians and ratios. On seed004_lm it adds JAX's
-``jit(jacfwd)`` of the same function (same weights, same samples) where JAX is installed.
+machine hits all alike), one thread pinned to one core (``--core``: unpinned, XLA's time
+doubled here), and prints medians and ratios, per dtype. On seed004_lm it adds JAX's
+``jit(jacfwd)`` of the same function (same weights, same samples) where JAX is installed,
+and the first Jacobian of a fresh process (``--first-rounds`` alternating rounds of fresh
+processes, CPU-s above ``import torch``): auto's ``prepare`` and first call, torch.func's
+first ``jacfwd``, and JAX's import and first ``jit(jacfwd)`` call. The load is printed.
 
-Usage: python scripts/bench_exact_vs_fd.py [--dtype float32|float64] [--budget 0.3]
+Usage: python scripts/bench_exact_vs_fd.py [--dtypes float64 float32] [--budget 0.3]
 """
 
 from __future__ import annotations
 
 import argparse
 import importlib.util
+import json
 import os
+import statistics
+import subprocess
+import sys
 import time
 import warnings
 from collections.abc import Callable
@@ -25,10 +33,12 @@ from collections.abc import Callable
 import torch
 import yaml
 
+import jacbench
 from jacbench.core.problem import Problem, build_problem
 from jacbench.core.registry import load_registry
 from jacbench.core.strategy import Kind, StrategySkip
 from jacbench.run.config import conf_dir
+from jacbench.strategies.compiled import autograd_state_kept
 from jacbench.timing.interleaved import seconds_per_call
 
 FD = "fd_forward"  # batched: one forward pass over all perturbed points
@@ -46,6 +56,8 @@ STRATEGIES: dict[str, tuple[str, dict]] = {
     "jacfwd_compiled": ("jacfwd_compiled", {}),
     "jacfwd_folded": ("jacfwd_folded", {}),
     "jacfwd_folded_eager": ("jacfwd_folded", {"compile": False}),
+    "double_backward": ("double_backward", {}),  # auto's first tier (forward side)
+    "double_backward_batched": ("double_backward", {"batched": True}),  # its second
     "auto": ("auto", {}),
     "auto_upfront": ("auto", {"upfront": True}),
 }
@@ -86,7 +98,8 @@ def prepare(problem: Problem) -> tuple[dict[str, Callable], dict[str, float], di
     start = time.perf_counter()
     hand = torch.compile(torch.func.jacfwd(problem.f))
     try:
-        hand(problem.x)
+        with autograd_state_kept():  # a failed compile left inference mode on (torch 2.13)
+            hand(problem.x)
     except Exception as exc:  # torch 2.13's compiler fails on some models (the transformer)
         print(f"{HAND}: skipped: {type(exc).__name__}")
         return calls, setup, chosen
@@ -127,20 +140,13 @@ def jax_jacfwd(problem: Problem) -> Callable | None:
     return lambda: jac(theta).block_until_ready()
 
 
-def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--dtype", choices=["float32", "float64"], default="float32")
-    parser.add_argument("--budget", type=float, default=0.3, help="CPU-s timed per way")
-    parser.add_argument("--shapes", nargs="*", choices=list(SHAPES), help="default: all")
-    args = parser.parse_args()
-    torch.set_num_threads(1)
-    warnings.simplefilter("ignore", FutureWarning)
-    dtype = getattr(torch, args.dtype)
+def per_call(dtype: torch.dtype, budget: float, shapes: list[str] | None) -> dict:
+    """The per-call table of every shape in ``dtype``; the ratios of each shape."""
     registry = load_registry()
     summary = {}
-    print(f"torch {torch.__version__}, {args.dtype}, 1 thread, CPU time, interleaved rounds")
+    print(f"\ntorch {torch.__version__}, {dtype}, 1 thread, CPU time, interleaved rounds")
     for label, cfg in SHAPES.items():
-        if args.shapes and label not in args.shapes:
+        if shapes and label not in shapes:
             continue
         problem = build_problem(cfg, dtype, torch.device("cpu"), seed=0)
         calls, setup, chosen = prepare(problem)
@@ -148,9 +154,7 @@ def main() -> None:
         if jax_call is not None:
             calls["jax_jit_jacfwd"], setup["jax_jit_jacfwd"] = jax_call, float("nan")
         names = list(calls)
-        medians = dict(
-            zip(names, seconds_per_call([calls[n] for n in names], args.budget), strict=True)
-        )
+        medians = dict(zip(names, seconds_per_call([calls[n] for n in names], budget), strict=True))
         exact = {
             n: t
             for n, t in medians.items()
@@ -180,11 +184,93 @@ def main() -> None:
             ratios["auto/jax_jit_jacfwd"] = medians["auto"] / medians["jax_jit_jacfwd"]
         print(f"best exact: {best};  " + "  ".join(f"{k}={v:.2f}" for k, v in ratios.items()))
         summary[label] = ratios
-    worst = max(r["auto/best_exact"] for r in summary.values())
-    print(f"\nacross shapes: worst auto/best_exact={worst:.2f} (target <= 1.1)")
-    if "seed004_lm" in summary:
-        print("targets on seed004_lm: auto/jax_jit_jacfwd <= 1.0, auto/hand_compiled_jacfwd <= 0.5")
-        print(" ".join(f"{k}={v:.2f}" for k, v in summary["seed004_lm"].items()))
+    return summary
+
+
+# The first Jacobian of a fresh process, each way: CPU-s from after ``import torch`` (and
+# building seed004_lm's problem) to the first Jacobian, its own imports included.
+FIRST: dict[str, Callable[[Problem], object]] = {
+    "auto": lambda problem: jacbench.prepare(problem.f, problem.x)(problem.x),
+    "torch_func_jacfwd": lambda problem: torch.func.jacfwd(problem.f)(problem.x),
+    "jax_jit_jacfwd": lambda problem: jax_jacfwd(problem)(),
+}
+HEAVY = ("torch._dynamo", "sympy", "torch._inductor", "jax")  # said where already imported
+
+
+def first_call(way: str, dtype: torch.dtype) -> float:
+    """The child: one way's first Jacobian in this (fresh) process, CPU-s."""
+    problem = build_problem(SHAPES["seed004_lm"], dtype, torch.device("cpu"), seed=0)
+    preloaded = [m for m in HEAVY if m in sys.modules]
+    if preloaded:
+        raise SystemExit(f"imported before the first call is timed: {preloaded}")
+    start = time.process_time()
+    FIRST[way](problem)
+    return time.process_time() - start
+
+
+def first_calls(dtype: str, rounds: int, core: int) -> dict[str, float]:
+    """Median CPU-s of each way's first Jacobian, over ``rounds`` alternating rounds of
+    fresh processes (each with empty jacbench and inductor caches)."""
+    ways = [w for w in FIRST if w != "jax_jit_jacfwd" or importlib.util.find_spec("jax")]
+    times: dict[str, list[float]] = {w: [] for w in ways}
+    for r in range(rounds):
+        for way in ways[r % len(ways) :] + ways[: r % len(ways)]:
+            env = {**os.environ, "JACBENCH_CACHE_DIR": "", "OMP_NUM_THREADS": "1"}
+            command = [sys.executable, __file__, "--first", way, "--dtypes", dtype]
+            command += ["--core", str(core)]
+            done = subprocess.run(command, env=env, capture_output=True, text=True, check=False)
+            if done.returncode != 0:
+                raise SystemExit(f"{way} failed:\n{done.stderr[-2000:]}")
+            times[way].append(json.loads(done.stdout.strip().splitlines()[-1]))
+    return {w: statistics.median(t) for w, t in times.items()}
+
+
+def pin(core: int) -> None:
+    """Run on one core (where the OS lets a process choose): XLA's CPU time doubled here
+    when its process moved between cores, torch's hardly."""
+    if hasattr(os, "sched_setaffinity") and core in os.sched_getaffinity(0):
+        os.sched_setaffinity(0, {core})
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument(
+        "--dtypes", nargs="+", choices=["float32", "float64"], default=["float64", "float32"]
+    )
+    parser.add_argument("--budget", type=float, default=0.3, help="CPU-s timed per way")
+    parser.add_argument("--shapes", nargs="*", choices=list(SHAPES), help="default: all")
+    parser.add_argument("--core", type=int, default=0, help="the core everything runs on")
+    parser.add_argument("--first-rounds", type=int, default=5, help="0: no first calls")
+    parser.add_argument("--first", help=argparse.SUPPRESS)  # the child: one first Jacobian
+    args = parser.parse_args()
+    pin(args.core)
+    torch.set_num_threads(1)
+    warnings.simplefilter("ignore", FutureWarning)
+    if args.first:
+        print(json.dumps(first_call(args.first, getattr(torch, args.dtypes[0]))))
+        return
+    load = os.getloadavg()
+    summary = {d: per_call(getattr(torch, d), args.budget, args.shapes) for d in args.dtypes}
+    first = {}
+    if args.first_rounds and (not args.shapes or "seed004_lm" in args.shapes):
+        first = {d: first_calls(d, args.first_rounds, args.core) for d in args.dtypes}
+    print()
+    for dtype, by_shape in summary.items():
+        worst = max(r["auto/best_exact"] for r in by_shape.values())
+        print(f"[{dtype}] across shapes: worst auto/best_exact={worst:.2f} (target <= 1.1)")
+        if "seed004_lm" in by_shape:
+            print(
+                f"[{dtype}] seed004_lm targets: auto/jax_jit_jacfwd <= 1.0, "
+                "auto/hand_compiled_jacfwd <= 0.5: "
+                + " ".join(f"{k}={v:.2f}" for k, v in by_shape["seed004_lm"].items())
+            )
+    for dtype, times in first.items():
+        print(
+            f"[{dtype}] seed004_lm first Jacobian of a fresh process, CPU-s above import "
+            f"torch (median of {args.first_rounds}; target auto <= 0.3): "
+            + " ".join(f"{k}={v:.3f}" for k, v in times.items())
+        )
+    print(f"load average {load} before, {os.getloadavg()} after")
 
 
 if __name__ == "__main__":

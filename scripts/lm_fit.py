@@ -11,18 +11,21 @@ iterations) in a process of its own, so no method pays another's one-time costs:
 - ``jacbench_auto``: ``jacbench.prepare(residuals, theta0)``, the default (tiered) auto;
 - ``jacbench_auto_upfront``: ``upfront=True`` (compile and calibrate everything first);
 - ``jacbench_auto_eager``: ``compile=False`` (eager candidates calibrated);
-- peers a user would pick, where installed: ``torch_lm`` (torch-levenberg-marquardt, its
-  defaults) and ``scipy_lm`` (SciPy's MINPACK ``least_squares(method="lm")`` on numpy
-  residuals, finite differences inside).
+- peers a user would pick, where installed: ``jax_lm`` (the same LM loop in JAX:
+  ``jit(jacfwd(residuals))``, jitted residuals and damped solve), ``torch_lm``
+  (torch-levenberg-marquardt, its defaults) and ``scipy_lm`` (SciPy's MINPACK
+  ``least_squares(method="lm")`` on numpy residuals, finite differences inside).
 
 Each runs with cold caches (new empty JACBENCH_CACHE_DIR and TORCHINDUCTOR_CACHE_DIR) and
 warm ones (folders an earlier, uncounted run of the same method filled), in alternating
-rounds, one thread. ``floor`` is torch's own first ``torch.func`` call on the same function in
-a fresh process; ``auto_after_floor`` pays that floor and then prepares auto in the same process
-(what auto adds above it). The table gives medians over rounds of CPU time (and wall time) of the
-preparation and the whole fit (preparation included, imports not), then the target ratios.
+rounds, one thread, pinned to one core (``--core``). ``floor`` is torch's own first
+``torch.func`` call on the same function in a fresh process (its compiler's import). The
+table gives
+medians over rounds of CPU time (and wall time) of the preparation (with the first
+Jacobian) and the whole fit (preparation included; torch's import not, the method's own
+imports, e.g. jax or lightning, yes), then the target ratios, per dtype, with the load.
 
-Run: ``python scripts/lm_fit.py [--rounds 3] [--iterations 300] [--dtype float64]``.
+Run: ``python scripts/lm_fit.py [--rounds 3] [--iterations 300] [--dtypes float64 float32]``.
 """
 
 from __future__ import annotations
@@ -84,9 +87,8 @@ JACOBIANS: dict[str, Callable[[Callable, torch.Tensor], Jacobian]] = {
     "jacbench_auto_upfront": lambda r, theta0: jacbench.prepare(r, theta0, upfront=True),
     "jacbench_auto_eager": lambda r, theta0: jacbench.prepare(r, theta0, compile=False),
 }
-PEERS = {"torch_lm": "torch_levenberg_marquardt", "scipy_lm": "scipy"}
+PEERS = {"jax_lm": "jax", "torch_lm": "torch_levenberg_marquardt", "scipy_lm": "scipy"}
 FLOOR = "floor"
-FLOOR_THEN_AUTO = "auto_after_floor"  # the floor, then auto: what auto adds in that process
 
 
 def levenberg_marquardt(residuals: Callable, jac: Jacobian, theta: torch.Tensor, iterations: int):
@@ -151,6 +153,73 @@ def fit_torch_lm(net: nn.Module, samples, targets, iterations: int) -> dict:
     }
 
 
+def fit_jax_lm(net: nn.Module, samples, targets, iterations: int) -> dict:
+    """The same LM loop in JAX, as a JAX user writes it: ``jit(jacfwd(residuals))``, the
+    residuals and the damped normal equations jitted; one thread."""
+    start = clocks()  # its import counts, as jacbench's and the others' do
+    os.environ.setdefault(
+        "XLA_FLAGS", "--xla_cpu_multi_thread_eigen=false intra_op_parallelism_threads=1"
+    )
+    import jax
+    import jax.numpy as jnp
+
+    if samples.dtype == torch.float64:
+        jax.config.update("jax_enable_x64", True)
+    X, T = jnp.asarray(samples.numpy()), jnp.asarray(targets.numpy())
+    shapes = [tuple(p.shape) for p in net.parameters()]
+    cuts = torch.tensor([p.numel() for p in net.parameters()]).cumsum(0)[:-1].tolist()
+
+    def residuals(theta):
+        w1, b1, w2, b2 = (c.reshape(s) for c, s in zip(jnp.split(theta, cuts), shapes, strict=True))
+        return (jnp.tanh(X @ w1.T + b1) @ w2.T + b2 - T).reshape(-1)
+
+    res, jac = jax.jit(residuals), jax.jit(jax.jacfwd(residuals))
+
+    @jax.jit
+    def normal(J, r):
+        return J.T @ J, J.T @ r
+
+    @jax.jit
+    def step(JTJ, g, damping):
+        A = JTJ + damping * jnp.diag(jnp.clip(jnp.diag(JTJ), 1e-12, None))
+        return jnp.linalg.solve(A, -g)
+
+    theta = jnp.asarray(jacbench.FlatParams(net).vector().numpy())
+    J = jac(theta).block_until_ready()  # preparation ends with the first Jacobian
+    prepare = since(start)
+    damping, n_jac, jac_s, done = 1e-3, 1, 0.0, 0
+    r = res(theta)
+    loss = float(r @ r)
+    JTJ, g = normal(J, r)
+    while done < iterations:
+        done += 1
+        if JTJ is None:
+            tick = time.process_time()
+            J = jac(theta).block_until_ready()
+            jac_s += time.process_time() - tick
+            n_jac += 1
+            JTJ, g = normal(J, r)
+        trial = theta + step(JTJ, g, damping)
+        r_trial = res(trial)
+        trial_loss = float(r_trial @ r_trial)
+        if trial_loss < loss:
+            converged = (loss - trial_loss) <= 1e-10 * loss
+            theta, r, loss, JTJ = trial, r_trial, trial_loss, None
+            damping = max(damping / 3, 1e-12)
+            if converged:
+                break
+        else:
+            damping = min(damping * 2, 1e12)
+    return {
+        "prepare": prepare,
+        "fit": since(start),
+        "loss": loss,
+        "iterations": done,
+        "n_jac": n_jac,
+        "per_call": jac_s / max(n_jac - 1, 1),
+    }
+
+
 def fit_scipy_lm(net: nn.Module, samples, targets, iterations: int) -> dict:
     start = clocks()  # its import counts, as jacbench's and the others' do
     import numpy as np
@@ -189,6 +258,8 @@ def one(method: str, dtype: torch.dtype, iterations: int) -> dict:
         return fit_torch_lm(net, samples, targets, iterations)
     if method == "scipy_lm":
         return fit_scipy_lm(net, samples, targets, iterations)
+    if method == "jax_lm":
+        return fit_jax_lm(net, samples, targets, iterations)
     params = jacbench.FlatParams(net)
 
     def residuals(theta: torch.Tensor) -> torch.Tensor:
@@ -196,13 +267,9 @@ def one(method: str, dtype: torch.dtype, iterations: int) -> dict:
 
     theta0 = params.vector()
     start = clocks()
-    if method in (FLOOR, FLOOR_THEN_AUTO):
+    if method == FLOOR:
         torch.func.jacfwd(residuals)(theta0)
         spent = since(start)
-        if method == FLOOR_THEN_AUTO:  # the same function's floor paid: auto's own share
-            again = clocks()
-            jacbench.prepare(residuals, theta0)(theta0)
-            spent = since(again)
         return {
             "prepare": spent,
             "fit": spent,
@@ -226,7 +293,7 @@ def one(method: str, dtype: torch.dtype, iterations: int) -> dict:
     }
 
 
-def in_fresh_process(method: str, args: argparse.Namespace, caches: Path) -> dict:
+def in_fresh_process(method: str, dtype: str, args: argparse.Namespace, caches: Path) -> dict:
     env = {
         **os.environ,
         "JACBENCH_CACHE_DIR": str(caches / "jacbench"),
@@ -239,9 +306,11 @@ def in_fresh_process(method: str, args: argparse.Namespace, caches: Path) -> dic
         "--one",
         method,
         "--dtype",
-        args.dtype,
+        dtype,
         "--iterations",
         str(args.iterations),
+        "--core",
+        str(args.core),
     ]
     proc = subprocess.run(command, env=env, capture_output=True, text=True, check=False)
     if proc.returncode != 0:
@@ -256,7 +325,7 @@ def available() -> list[str]:
     missing = sorted(set(PEERS) - set(peers))
     if missing:
         print(f"not installed, left out: {', '.join(missing)}")
-    return [FLOOR, FLOOR_THEN_AUTO, *JACOBIANS, *peers]
+    return [FLOOR, *JACOBIANS, *peers]
 
 
 def median(runs: list[dict], key: str, index: int | None = None) -> float:
@@ -264,108 +333,126 @@ def median(runs: list[dict], key: str, index: int | None = None) -> float:
     return statistics.median(values)
 
 
-def report(results: dict[tuple[str, str], list[dict]], methods: list[str], args) -> None:
+def report(results: dict[tuple[str, str, str], list[dict]], methods: list[str], args) -> None:
     from rich.console import Console
     from rich.table import Table
 
-    table = Table(
-        title=f"Levenberg-Marquardt on seed004 (N=84, M=576, {args.dtype}, "
-        f"1 thread, fresh process each, median of {args.rounds} rounds)"
-    )
-    for column in (
-        "method",
-        "caches",
-        "prepare CPU s",
-        "fit CPU s",
-        "fit wall s",
-        "Jacobian CPU ms/call",
-        "Jacobian calls",
-        "iterations",
-        "final loss",
-        "tier",
-    ):
-        table.add_column(column, justify="left" if column in ("method", "caches") else "right")
-    for method in methods:
-        for caches in ("cold", "warm"):
-            runs = results[(method, caches)]
-            per_call = [r["per_call"] for r in runs if "per_call" in r]
-            table.add_row(
-                method,
-                caches,
-                f"{median(runs, 'prepare', 0):.3f}",
-                f"{median(runs, 'fit', 0):.3f}",
-                f"{median(runs, 'fit', 1):.3f}",
-                f"{statistics.median(per_call) * 1e3:.3f}" if per_call else "-",
-                str(runs[-1]["n_jac"]),
-                str(runs[-1]["iterations"]),
-                f"{runs[-1]['loss']:.6e}",
-                runs[-1].get("tier", ""),
-            )
     console = Console(width=220)  # the whole table also when the output is not a terminal
-    console.print(table)
-    fit = {k: median(v, "fit", 0) for k, v in results.items()}
-    prep = {k: median(v, "prepare", 0) for k, v in results.items()}
-    spread = {
-        k: (max(r["fit"][0] for r in v) - min(r["fit"][0] for r in v)) / fit[k]
-        for k, v in results.items()
-    }
-    lines = []
-    for caches, target_fit, target_prep in (("cold", 4, 0.5), ("warm", 6, 0.2)):
-        auto, loop = ("jacbench_auto", caches), ("fd_loop", caches)
-        above = prep[auto] - prep[(FLOOR, caches)]
-        lines.append(
-            f"[{caches}] fd_loop fit / auto fit = {fit[loop] / fit[auto]:.1f}x "
-            f"(target >= {target_fit}; spread of auto's fits {spread[auto]:.0%})"
+    for dtype in args.dtypes:
+        table = Table(
+            title=f"Levenberg-Marquardt on seed004 (N=84, M=576, {dtype}, 1 thread on one "
+            f"core, fresh process each, median of {args.rounds} rounds)"
         )
-        lines.append(
-            f"[{caches}] auto preparation above the floor = {above:.2f} CPU-s "
-            f"(target <= {target_prep}; floor {prep[(FLOOR, caches)]:.2f})"
-        )
-        lines.append(
-            f"[{caches}] auto preparation after the floor in the same process = "
-            f"{prep[(FLOOR_THEN_AUTO, caches)]:.2f} CPU-s (target <= {target_prep})"
-        )
-        lines.append(
-            f"[{caches}] fd_loop fit / (auto fit - floor) = "
-            f"{fit[loop] / (fit[auto] - prep[(FLOOR, caches)]):.1f}x (what jacbench adds)"
-        )
-        for peer in PEERS:
-            if (peer, caches) in fit:
-                lines.append(
-                    f"[{caches}] {peer} fit / auto fit = "
-                    f"{fit[(peer, caches)] / fit[auto]:.1f}x (target > 1)"
+        for column in COLUMNS:
+            table.add_column(column, justify="left" if column in ("method", "caches") else "right")
+        for method in methods:
+            for caches in CACHES:
+                runs = results[(dtype, method, caches)]
+                per_call = [r["per_call"] for r in runs if "per_call" in r]
+                table.add_row(
+                    method,
+                    caches,
+                    f"{median(runs, 'prepare', 0):.3f}",
+                    f"{median(runs, 'fit', 0):.3f}",
+                    f"{median(runs, 'fit', 1):.3f}",
+                    f"{statistics.median(per_call) * 1e3:.3f}" if per_call else "-",
+                    str(runs[-1]["n_jac"]),
+                    str(runs[-1]["iterations"]),
+                    f"{runs[-1]['loss']:.6e}",
+                    runs[-1].get("tier", ""),
                 )
-    console.print("\n".join(lines), markup=False)
+        console.print(table)
+        console.print("\n".join(targets(results, dtype)), markup=False)
+    console.print(f"load average {args.load[0]} before, {os.getloadavg()} after", markup=False)
+
+
+COLUMNS = (
+    "method",
+    "caches",
+    "prepare+1st J CPU s",
+    "fit CPU s",
+    "fit wall s",
+    "Jacobian CPU ms/call",
+    "Jacobian calls",
+    "iterations",
+    "final loss",
+    "tier",
+)
+CACHES = ("cold", "warm")
+# (method, target of its fit time over auto's): issue 43
+PEER_TARGETS = (("fd_loop", ">= 1.5"), ("jax_lm", "> 1"), ("scipy_lm", "> 1"), ("torch_lm", "> 1"))
+
+
+def targets(results: dict[tuple[str, str, str], list[dict]], dtype: str) -> list[str]:
+    """The target ratios of issue 43, from the medians of CPU time."""
+    fit = {k[1:]: median(v, "fit", 0) for k, v in results.items() if k[0] == dtype}
+    prep = {k[1:]: median(v, "prepare", 0) for k, v in results.items() if k[0] == dtype}
+    lines = []
+    for caches in CACHES:
+        auto = ("jacbench_auto", caches)
+        if auto not in fit:
+            continue
+        lines.append(
+            f"[{dtype} {caches}] auto prepare + first Jacobian = {prep[auto]:.3f} CPU-s above "
+            "import torch (target <= 0.3)"
+        )
+        for other, target in (
+            ("fd_loop", ">= 1.5"),
+            ("jax_lm", "> 1"),
+            ("scipy_lm", "> 1"),
+            ("torch_lm", "> 1"),
+        ):
+            if (other, caches) in fit:
+                lines.append(
+                    f"[{dtype} {caches}] {other} fit / auto fit = "
+                    f"{fit[(other, caches)] / fit[auto]:.2f}x (target {target})"
+                )
+    return lines
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--iterations", type=int, default=300, help="LM iterations at most")
-    parser.add_argument("--dtype", choices=["float32", "float64"], default="float64")
+    parser.add_argument(
+        "--dtypes", nargs="+", choices=["float32", "float64"], default=["float64", "float32"]
+    )
     parser.add_argument("--rounds", type=int, default=3, help="alternating rounds")
     parser.add_argument("--methods", nargs="*", help="a subset (default: all installed)")
+    parser.add_argument("--core", type=int, default=0, help="the core every fit is pinned to")
     parser.add_argument("--one", help=argparse.SUPPRESS)  # the child: fit by one method
+    parser.add_argument("--dtype", help=argparse.SUPPRESS)  # the child's dtype
     args = parser.parse_args()
     if args.one:
+        pin(args.core)
         print(json.dumps(one(args.one, getattr(torch, args.dtype), args.iterations)))
         return
+    args.load = os.getloadavg()
     methods = [m for m in available() if not args.methods or m in args.methods]
-    results: dict[tuple[str, str], list[dict]] = {}
+    results: dict[tuple[str, str, str], list[dict]] = {}
     with tempfile.TemporaryDirectory() as scratch:
-        warm = {m: Path(scratch, "warm", m) for m in methods}
-        for method in methods:  # fills the warm caches; not counted
-            in_fresh_process(method, args, warm[method])
-        for r in range(args.rounds):
-            order = methods[r % len(methods) :] + methods[: r % len(methods)]
-            for method in order:
-                for caches in ("cold", "warm") if r % 2 == 0 else ("warm", "cold"):
-                    folder = (
-                        warm[method] if caches == "warm" else Path(tempfile.mkdtemp(dir=scratch))
-                    )
-                    out = in_fresh_process(method, args, folder)
-                    results.setdefault((method, caches), []).append(out)
-            print(f"round {r + 1}/{args.rounds} done", file=sys.stderr)
+        for dtype in args.dtypes:
+            warm = {m: Path(scratch, "warm", dtype, m) for m in methods}
+            for method in methods:  # fills the warm caches; not counted
+                in_fresh_process(method, dtype, args, warm[method])
+            for r in range(args.rounds):
+                order = methods[r % len(methods) :] + methods[: r % len(methods)]
+                for method in order:
+                    for caches in CACHES if r % 2 == 0 else CACHES[::-1]:
+                        folder = (
+                            warm[method]
+                            if caches == "warm"
+                            else Path(tempfile.mkdtemp(dir=scratch))
+                        )
+                        out = in_fresh_process(method, dtype, args, folder)
+                        results.setdefault((dtype, method, caches), []).append(out)
+                print(f"{dtype}: round {r + 1}/{args.rounds} done", file=sys.stderr)
     report(results, methods, args)
+
+
+def pin(core: int) -> None:
+    """Run on one core (where the OS lets a process choose): no migration between cores."""
+    if hasattr(os, "sched_setaffinity") and core in os.sched_getaffinity(0):
+        os.sched_setaffinity(0, {core})
 
 
 if __name__ == "__main__":

@@ -65,6 +65,7 @@ def test_a_new_tier_that_is_wrong_or_fails_is_left_for_good_and_said_once(later,
     with warnings.catch_warnings(record=True) as seen:
         warnings.simplefilter("always")
         first = tiers.jac(p.x)  # eager; its time reaches the stage's cost: it is built
+        assert tiers.join()  # built in the background, taken in
         assert tiers.tier == "folded"
         points = [p.x + 0.1 * k for k in range(1, 6)]
         answers = [tiers.jac(x) for x in points]  # the first is checked, and refused
@@ -89,6 +90,7 @@ def test_a_tier_that_fails_to_build_is_refused_and_said():
     tiers, p = tiers_with(broken)
     with pytest.warns(RuntimeWarning, match="no room for the graph"):
         tiers.jac(p.x)
+        tiers.join()  # said in the caller's thread, when the build's outcome is taken in
     torch.testing.assert_close(tiers.jac(p.x), expected(p, p.x))
     assert tiers.tier == "eager" and tiers.refused.tier == "folded"
 

@@ -164,13 +164,19 @@ def test_compiled_and_auto_strategies_are_exact_in_both_dtypes(name, dtype):
 
 
 @pytest.mark.parametrize(
-    ("n_in", "n_out", "eager", "compiled"),
+    ("n_in", "n_out", "eager", "compiled", "first"),
     [
-        (4, 40, ("jacfwd_folded", {"compile": False}), ("jacfwd_folded", {"compile": True})),
-        (40, 4, ("jacrev", {}), ("jacrev_compiled", {})),
+        (
+            4,
+            40,
+            ("jacfwd_folded", {"compile": False}),
+            ("jacfwd_folded", {"compile": True}),
+            "double_backward",  # columns, as forward mode: by reverse mode twice
+        ),
+        (40, 4, ("jacrev", {}), ("jacrev_compiled", {}), "autograd_loop"),  # rows
     ],
 )
-def test_auto_rule_follows_the_shape_without_calibration(n_in, n_out, eager, compiled):
+def test_auto_rule_follows_the_shape_without_calibration(n_in, n_out, eager, compiled, first):
     from jacbench.strategies.auto import rule
 
     problem = build_problem({**MLP, "n_in": n_in, "n_out": n_out}, torch.float32, CPU, 0)
@@ -179,8 +185,8 @@ def test_auto_rule_follows_the_shape_without_calibration(n_in, n_out, eager, com
     prep = REGISTRY.prepare("auto", problem, calibrate=False, compile=False)
     assert prep.info.chosen_strategy == eager[0]
     tiered = REGISTRY.prepare("auto", problem, cache=False)  # the default: eager first
-    plain = eager[0].removesuffix("_folded")  # torch.func as it is: nothing to build
-    assert (tiered.info.chosen_strategy, tiered.info.tier) == (plain, "eager")
+    # plain reverse-mode autograd: nothing to build, nothing of torch's compiler imported
+    assert (tiered.info.chosen_strategy, tiered.info.tier) == (first, "eager")
 
 
 def test_auto_calibration_keeps_the_fastest_candidate(monkeypatch):

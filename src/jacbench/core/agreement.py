@@ -1,10 +1,18 @@
 """A cheap check of a Jacobian computed by one route against another route at one point.
 
-A full second Jacobian would double the cost of the call it checks; one Jacobian-vector
-product along a random direction, by forward mode through f itself, costs about two
-evaluations of f and catches a Jacobian that is wrong anywhere but in a set of directions of
-measure zero. Used where a new form of a Jacobian is trusted for the first time: auto's first
-call in a new tier (``jacbench.core.tiers``).
+A full second Jacobian would double the cost of the call it checks; one vector-Jacobian
+product along a random direction u, by plain reverse-mode autograd through f itself, costs
+about two evaluations of f and catches a Jacobian that is wrong anywhere but in a set of
+directions of measure zero. Used where a new form of a Jacobian is trusted for the first
+time: auto's first call in a new tier (``jacbench.core.tiers``), which checks what tracing,
+the graph passes, batching and the compiler made of f against f run as it is.
+
+Plain reverse mode, not forward mode: it imports nothing (torch's forward AD imports
+torch._dynamo on its first plain tensor, ~0.75 CPU-s in a fresh process, which the check
+of a cheap tier would have paid on the caller's path) and takes no turns (forward AD is
+process-wide; reverse mode runs in any thread). No ``grad_outputs`` tensor is passed
+(autograd's shape check of one imports sympy). Forward mode checks where f has no
+reverse-mode derivative.
 """
 
 from __future__ import annotations
@@ -14,9 +22,10 @@ from typing import Any
 
 import torch
 
+from jacbench.core.interrupt import raise_if_interrupt
 from jacbench.core.prepared import TORCH_STATE
 
-ROUNDING_UNITS = 1e3  # disagreement tolerated, in rounding units of |J| |v|
+ROUNDING_UNITS = 1e3  # disagreement tolerated, in rounding units of |u| |J| (or |J| |v|)
 
 
 def _product(jacobian: Any, v: torch.Tensor, n_out: int) -> torch.Tensor:
@@ -30,32 +39,76 @@ def _product(jacobian: Any, v: torch.Tensor, n_out: int) -> torch.Tensor:
     return torch.as_tensor(product, dtype=torch.float64).reshape(1, -1)
 
 
-def _magnitude(jacobian: Any, v: torch.Tensor, n_out: int) -> torch.Tensor:
-    """|J| |v|: the scale that rounding errors of J v are relative to."""
+def _transposed(jacobian: Any, u: torch.Tensor, n_in: int) -> torch.Tensor:
+    """u^T J for each point (u: (B, M))."""
+    u = u.to(torch.float64)
     if isinstance(jacobian, torch.Tensor) and jacobian.layout == torch.strided:
-        return _product(jacobian.abs(), v.abs(), n_out)
+        dense = jacobian.reshape(u.shape[0], u.shape[1], n_in).to(torch.float64)
+        return torch.einsum("bm,bmn->bn", u, dense)
+    if isinstance(jacobian, torch.Tensor):  # torch CSR: one point
+        return (u.reshape(1, -1) @ jacobian.to(torch.float64)).reshape(1, -1)
+    product = jacobian.T @ u.reshape(-1).cpu().numpy()  # scipy CSR
+    return torch.as_tensor(product, dtype=torch.float64).reshape(1, -1)
+
+
+def _absolute(jacobian: Any) -> Any:
     if isinstance(jacobian, torch.Tensor):
-        return _product(torch.abs(jacobian), v.abs(), n_out)
-    return _product(abs(jacobian), v.abs(), n_out)
+        return torch.abs(jacobian)
+    return abs(jacobian)
 
 
 def disagreement(
     f: Callable[[torch.Tensor], torch.Tensor], x: torch.Tensor, jacobian: Any, n_out: int
 ) -> str:
     """Empty when ``jacobian`` (of ``f`` at ``x``: (M, N), or (B, M, N) for a batch of points
-    with ``f`` mapping (B, N) to (B, M)) times a random direction matches forward mode's
-    derivative of ``f`` along it within ``ROUNDING_UNITS`` rounding units; else how far."""
+    with ``f`` mapping (B, N) to (B, M)) matches f's own derivative along a random direction
+    within ``ROUNDING_UNITS`` rounding units: u^T J against reverse mode's gradient of
+    u . f(x) (forward mode's J v where f has no reverse-mode derivative); else how far."""
+    gen = torch.Generator().manual_seed(0)
+    n_in = x.shape[-1]
+    try:
+        with torch.enable_grad():
+            X = x.detach().requires_grad_(True)
+            Y = f(X).reshape(-1, n_out)
+            u = torch.randn(Y.shape, generator=gen, dtype=torch.float64).to(Y)
+            (grad,) = torch.autograd.grad((Y * u).sum(), X, allow_unused=True)
+        expected = (torch.zeros_like(X) if grad is None else grad).reshape(-1, n_in)
+        got = _transposed(jacobian, u, n_in)
+        scale = _transposed(_absolute(jacobian), u.abs(), n_in)
+    except Exception as exc:  # no reverse-mode derivative of f (a forward-only Function)
+        raise_if_interrupt(exc)
+        return _forward_disagreement(f, x, jacobian, n_out)
+    return _compared(got, expected.to(torch.float64), scale, x.dtype, "u^T J", "reverse")
+
+
+def _forward_disagreement(
+    f: Callable[[torch.Tensor], torch.Tensor], x: torch.Tensor, jacobian: Any, n_out: int
+) -> str:
     v = torch.randn(x.shape, generator=torch.Generator().manual_seed(0), dtype=torch.float64)
     v = v.to(dtype=x.dtype, device=x.device)
     with TORCH_STATE, torch.no_grad():
         expected = torch.func.jvp(f, (x,), (v,))[1].reshape(-1, n_out).to(torch.float64)
     got = _product(jacobian, v, n_out).to(expected.device)
+    scale = _product(_absolute(jacobian), v.abs(), n_out).to(expected.device)
+    return _compared(got, expected, scale, x.dtype, "J v", "forward")
+
+
+def _compared(
+    got: torch.Tensor,
+    expected: torch.Tensor,
+    scale: torch.Tensor,
+    dtype: torch.dtype,
+    what: str,
+    mode: str,
+) -> str:
+    """ "" where ``got`` matches ``expected`` within rounding of their scale, else how far."""
+    expected = expected.to(got.device)
     if not bool(torch.isfinite(got).all()) and bool(torch.isfinite(expected).all()):
-        return "its Jacobian has NaN or infinite entries where forward mode's J v does not"
-    scale = _magnitude(jacobian, v, n_out).to(expected.device) + expected.abs()
-    eps = torch.finfo(x.dtype).eps
-    excess = ((got - expected).abs() - ROUNDING_UNITS * eps * scale).nan_to_num(0.0)
+        return "its Jacobian has NaN or infinite entries where f's own derivative has none"
+    eps = torch.finfo(dtype).eps
+    tolerance = ROUNDING_UNITS * eps * (scale.to(got.device) + expected.abs())
+    excess = ((got - expected).abs() - tolerance).nan_to_num(0.0)
     if float(excess.max()) <= 0:
         return ""
     gap = float((got - expected).norm() / max(float(expected.norm()), float(eps)))
-    return f"J v differs from forward mode's derivative along v by {gap:.2g} (relative)"
+    return f"{what} differs from {mode} mode's derivative along a random direction by {gap:.2g}"

@@ -29,15 +29,25 @@ NARROW = 8
 MIN_ELEMENTS = 4096
 
 
-def traced(fn: Callable, f: Callable, x: torch.Tensor) -> fx.GraphModule:
+class ValueDependent(ValueError):
+    """f has no one graph for all points of a shape: it branches on values, or makes a
+    result whose size depends on them."""
+
+
+def traced(fn: Callable, f: Callable | None, x: torch.Tensor) -> fx.GraphModule:
     """``fn`` (a transform of ``f``) as an aten graph, once ``f`` is shown to hold one graph
-    for every point of ``x``'s shape: no Python branching on values (the fake trace), no
-    operation whose output size depends on values (boolean masks, nonzero, unique)."""
-    torch_internals.trace_shapes_only(f, x)
+    for every point of ``x``'s shape: no Python branching on values (the fake trace; None:
+    shown already), no operation whose output size depends on values (boolean masks,
+    nonzero, unique)."""
+    if f is not None:
+        try:
+            torch_internals.trace_shapes_only(f, x)
+        except Exception as exc:
+            raise ValueDependent(f"{type(exc).__name__}: {exc}") from exc
     graph = torch_internals.aten_graph(fn, x)
     for node in graph.graph.nodes:
         if _by_values(node):
-            raise ValueError(
+            raise ValueDependent(
                 f"{node.target} makes a result whose size (or value read as a number) depends "
                 "on x's values: one graph traced at one point is wrong at another"
             )

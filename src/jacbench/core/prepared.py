@@ -35,7 +35,7 @@ class PrepInfo:
     colors_lower_bound: int | None = None  # sparse: no colouring has fewer colours than this
     pattern_source: str = ""  # sparse: declared, traced, probed, or dense (and why)
     decided_by: str = ""  # auto: calibrated, remembered (from an earlier process) or rule
-    tier: str = ""  # auto: eager, or compiled (reached at once, or once the calls paid for it)
+    tier: str = ""  # auto: eager, batched, folded or compiled (once the calls paid for it)
 
 
 class Tiers(Protocol):
@@ -68,6 +68,9 @@ class Declared:
     value_and_jac: ValueAndJacobianFn | None = None
     mode: Mode | None = None  # the mode the Jacobian is computed in (auto: its choice's)
     tiers: Tiers | None = None  # auto: the tier it is in, and how to reach the last now
+    # whether every call takes turns under TORCH_STATE; None: by the strategy's mode (forward
+    # mode does). A traced graph uses no forward AD at its calls, only when traced again.
+    serial: bool | None = None
 
 
 def _describe(shape: tuple[int, ...], dtype: torch.dtype, device: torch.device) -> str:

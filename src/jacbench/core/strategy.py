@@ -80,6 +80,10 @@ class StrategySpec:
         # other use of torch's process-wide state (tracing, forward mode: TORCH_STATE)
         with TORCH_STATE, torch.no_grad():
             built = self.setup(problem, opts)
+        return self.wrap(problem, built)
+
+    def wrap(self, problem: Problem, built: JacobianFn | Declared) -> Prepared:
+        """What the setup built, as the ``Prepared`` called at every point."""
         declared = built if isinstance(built, Declared) else Declared(built)
         return Prepared(
             fn=declared.jac,
@@ -92,7 +96,8 @@ class StrategySpec:
             tiers=declared.tiers,
             value_fn=problem.f if problem.batch == 1 else problem.f_many,
             both_fn=declared.value_and_jac,
-            serial=self.mode is Mode.FORWARD,  # auto's tiers take turns by their own
+            # auto's tiers take turns by their own
+            serial=self.mode is Mode.FORWARD if declared.serial is None else declared.serial,
         )
 
 

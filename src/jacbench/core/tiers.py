@@ -8,6 +8,15 @@ keep calling the current form until the time spent in it reaches the next form's
 cost to build, then build it once. Whatever the number of calls, each step costs at most
 twice the better of the two choices made in hindsight (build at once, or never).
 
+The build runs off the caller's path (``background``, the default): in a thread of its own,
+while the caller's calls go on in the tier they are in; the new form is swapped in at the
+first call after it is ready. Before, the call that reached the cost waited for the build
+(8-15 s on seed004 for the compiled tier). What a stage's ``ready`` (run in the caller's
+thread) would import is imported in the thread first (``preload``: the tracer's
+torch._dynamo, 2.4 s of one call on a loaded machine before), so the call that traces f
+pays only the trace. The forms a caller runs meanwhile take no
+process-wide lock (``jacbench.core.prepared.TORCH_STATE``), which the build holds.
+
 A new form is not trusted blindly: its first call is checked against forward mode's
 derivative of f at that point along a random direction (``jacbench.core.agreement``). Where
 it raises or disagrees, the Jacobian goes back to the form before, says so once (a
@@ -20,7 +29,7 @@ import threading
 import time
 import warnings
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 import torch
@@ -33,13 +42,37 @@ from jacbench.core.prepared import Prepared
 Check = Callable[[torch.Tensor, Any], str]
 
 
+def _nothing_more() -> float:
+    return 0.0
+
+
 @dataclass(frozen=True)
 class Stage:
-    """A later form: its tier's name, how to build it, what building it is taken to cost."""
+    """A later form: its tier's name, how to build it, what building it is taken to cost
+    (``cost_s``, plus ``imports_s()``: what importing its machinery would cost in this
+    process now, 0 once imported). ``ready``, where given, runs first in the caller's
+    thread and returns the build (what must not run beside the caller's own code: a look
+    at what f reads, which calls f)."""
 
     tier: str
     build: Callable[[], Prepared]
     cost_s: float
+    imports_s: Callable[[], float] = field(default=_nothing_more, compare=False)
+    ready: Callable[[], Callable[[], Prepared]] | None = field(default=None, compare=False)
+    # what ``ready`` would otherwise import in the caller's thread (the tracer's first use
+    # imports torch._dynamo: a 0.8 CPU-s call, 2.4 s on a loaded machine), done in the
+    # background first; ``ready`` then runs at the first call after it
+    preload: Callable[[], None] | None = field(default=None, compare=False)
+    traced: bool = False  # a traced graph: a retrace storm sends the Jacobian back before it
+
+    def estimate_s(self) -> float:
+        return self.cost_s + self.imports_s()
+
+    def readied(self) -> Stage:
+        """This stage, its build readied in this (the caller's) thread."""
+        if self.ready is None:
+            return self
+        return replace(self, build=self.ready(), ready=None)
 
 
 @dataclass(frozen=True)
@@ -53,34 +86,67 @@ class TierRefused:
     reason: str
 
 
+@dataclass(frozen=True)
+class _Outcome:
+    """What building a stage gave: the new form, or why there is none (``skipped``: it
+    cannot be built here, e.g. no compiler; else it failed)."""
+
+    stage: Stage
+    built: Prepared | None = None
+    skipped: str = ""
+    failed: str = ""
+
+
 class Tiered:
     """``jac(x)`` and ``both(x)`` by ``first`` (tier ``tier``), then by each of ``stages``
-    once the calls since the last move spent that stage's ``cost_s``; a stage that cannot be
-    built (``StrategySkip``) ends the moves, and ``why`` says why; one that fails otherwise,
-    or whose first answer ``check`` rejects, ends them too (``refused``), as does a traced
-    tier whose graph must be traced again at every call (``RetraceStorm``: back to the first
-    tier). ``x0``: the prepared (flat) point, where ``settle`` checks each new tier."""
+    once the calls since the last move spent that stage's estimated cost; a stage that
+    cannot be built (``StrategySkip``) ends the moves, and ``why`` says why; one that fails
+    otherwise, or whose first answer ``check`` rejects, ends them too (``refused``), as does
+    a traced tier whose graph must be traced again at every call (``RetraceStorm``: back to
+    the last tier that traces nothing). ``x0``: the prepared (flat) point, where ``settle``
+    checks each new tier. ``background``: build in a thread of its own while the calls go
+    on (else on the call that reached the cost)."""
 
     def __init__(
-        self, first: Prepared, tier: str, stages: list[Stage], check: Check, x0: torch.Tensor
+        self,
+        first: Prepared,
+        tier: str,
+        stages: list[Stage],
+        check: Check,
+        x0: torch.Tensor,
+        background: bool = True,
     ) -> None:
         self.current, self.tier, self.stages, self.x0 = first, tier, list(stages), x0
-        self.first, self.first_tier = first, tier
+        self.untraced = (first, tier)  # the last tier reached that traces nothing
         self.spent_s, self.why = 0.0, ""
         self.refused: TierRefused | None = None
+        self.background = background
+        self.builds = 0  # builds started (in the background or not)
         self._check = check
         self._before: tuple[Prepared, str] | None = None  # while the new tier is unchecked
+        self._building: threading.Thread | None = None
+        self._outcome: _Outcome | None = None  # a finished build, not yet taken in
+        self._preloaded: Stage | None = None  # its imports done in the background, not built
         self._lock = threading.Lock()
 
     @property
     def chosen_strategy(self) -> str:
         return self.current.strategy
 
+    @property
+    def building(self) -> bool:
+        """Whether a later tier is being built now (in the background)."""
+        return self._building is not None
+
     def jac(self, x: torch.Tensor) -> Any:
+        if self._outcome is not None:
+            self._take()
+        if self._preloaded is not None:
+            self._resume(build=True)
         try:
             if self._before is not None:
                 return self._first(x, both=False)
-            if not self.stages:
+            if not self.stages or self._building is not None:
                 return self.current.raw(x)
             start = time.perf_counter()
             out = self.current.raw(x)
@@ -90,10 +156,14 @@ class Tiered:
         return out
 
     def both(self, x: torch.Tensor) -> tuple[torch.Tensor, Any]:
+        if self._outcome is not None:
+            self._take()
+        if self._preloaded is not None:
+            self._resume(build=True)
         try:
             if self._before is not None:
                 return self._first(x, both=True)
-            if not self.stages:
+            if not self.stages or self._building is not None:
                 return self.current.raw_both(x)
             start = time.perf_counter()
             out = self.current.raw_both(x)
@@ -103,37 +173,121 @@ class Tiered:
         return out
 
     def _stormed(self, exc: RetraceStorm) -> Prepared:
-        """Back to the first tier for good: a traced tier whose graph is traced again at
-        every call costs a trace a call (what f reads keeps changing: the eager tier reads
-        it at each call)."""
+        """Back to the last tier that traces nothing, for good: a traced tier whose graph is
+        traced again at every call costs a trace a call (what f reads keeps changing: an
+        untraced tier reads it at each call)."""
         with self._lock:
-            if self.current is not self.first:
+            untraced, untraced_tier = self.untraced
+            if self.current is not untraced:
                 tier, strategy = self.tier, self.current.strategy
-                self.current, self.tier = self.first, self.first_tier
+                self.current, self.tier = untraced, untraced_tier
                 self._refuse(tier, strategy, str(exc))
-        return self.first
+        return untraced
 
     def _spent(self, seconds: float) -> None:
         self.spent_s += seconds
-        if self.stages and self.spent_s >= self.stages[0].cost_s:
+        if self.stages and self.spent_s >= self.stages[0].estimate_s():
             self._next()
 
     def _next(self) -> None:
         with self._lock:
-            if not self.stages or self._before is not None:
+            if not self.stages or self._before is not None or self._building is not None:
                 return
             stage = self.stages.pop(0)
+            if self.background and stage.preload is not None:
+                self._building = threading.Thread(
+                    target=self._preload_aside, args=(stage,), name=f"jacbench {stage.tier}"
+                )
+                self._building.daemon = True
+                self._building.start()
+                return
+            self.builds += 1
             try:
-                built = stage.build()
-            except StrategySkip as exc:  # e.g. no compiler here: stay, and say why
-                self.stages, self.why = [], f"{stage.tier}: {exc}"
-                return
+                stage = stage.readied()
             except Exception as exc:
-                raise_if_interrupt(exc)
-                self._refuse(stage.tier, "", f"it failed to build: {_one_line(exc)}")
+                outcome = _failed(stage, exc)
+            else:
+                outcome = None
+            if outcome is None and self.background:
+                self._building = threading.Thread(
+                    target=self._build_aside, args=(stage,), name=f"jacbench {stage.tier}"
+                )
+                self._building.daemon = True  # a process that ends does not wait for it
+                self._building.start()
                 return
-            self._before = (self.current, self.tier)
-            self.current, self.tier, self.spent_s = built, stage.tier, 0.0
+        self._apply(outcome or _built(stage))
+
+    def _build_aside(self, stage: Stage) -> None:
+        """The background thread: build, and leave the outcome for the caller's next call
+        (which swaps it in, warning in the caller's thread where it failed)."""
+        outcome = _Outcome(stage, failed="its build was interrupted")
+        try:
+            outcome = _built(stage)
+        finally:
+            with self._lock:
+                self._outcome = outcome
+
+    def _preload_aside(self, stage: Stage) -> None:
+        """The background thread: import what ``stage``'s ``ready`` needs, then leave the
+        stage for the caller's next call (which readies and builds it). A failed import is
+        met again, and reported, where ``ready`` or the build needs it."""
+        try:
+            stage.preload()
+        except Exception as exc:
+            raise_if_interrupt(exc)
+        finally:
+            with self._lock:
+                self._preloaded = replace(stage, preload=None)
+
+    def _resume(self, build: bool) -> None:
+        """Put a preloaded stage back first in line (the caller's thread); ``build``: start
+        readying and building it now."""
+        with self._lock:
+            stage, self._preloaded = self._preloaded, None
+            if stage is None:
+                return
+            self._building = None
+            if self.refused is None:  # a storm meanwhile ended the moves
+                self.stages.insert(0, stage)
+        if build:
+            self._next()
+
+    def _take(self) -> None:
+        """Take a finished background build in (the caller's thread)."""
+        with self._lock:
+            outcome, self._outcome = self._outcome, None
+            if outcome is None:
+                return
+            self._building = None
+        if self.refused is None:  # a storm meanwhile ended the moves
+            self._apply(outcome)
+
+    def _apply(self, outcome: _Outcome) -> None:
+        with self._lock:
+            stage = outcome.stage
+            if outcome.skipped:  # e.g. no compiler here: stay, and say why
+                self.stages, self.why = [], f"{stage.tier}: {outcome.skipped}"
+            elif outcome.built is None:
+                self._refuse(stage.tier, "", f"it failed to build: {outcome.failed}")
+            else:
+                self._before = (self.current, self.tier)
+                self.current, self.tier, self.spent_s = outcome.built, stage.tier, 0.0
+                if not stage.traced:
+                    self.untraced = (outcome.built, stage.tier)
+
+    def join(self, timeout: float | None = None) -> bool:
+        """Wait for a background build (at most ``timeout`` seconds) and take it in; whether
+        none is running now. Its first answer is still checked at the next call."""
+        thread = self._building
+        if thread is not None:
+            thread.join(timeout)
+            if thread.is_alive():
+                return False
+        if self._preloaded is not None:  # only its imports were done: it is not built
+            self._resume(build=False)
+        if self._outcome is not None:
+            self._take()
+        return self._building is None
 
     def _first(self, x: torch.Tensor, both: bool) -> Any:
         """The first call in a new tier, checked; the tier before answers where it fails."""
@@ -172,14 +326,44 @@ class Tiered:
         )
 
     def settle(self) -> None:
-        """Build every later stage now, each checked at the prepared point (the runner times
-        the last form, not the way to it)."""
-        while self.stages or self._before is not None:
+        """Move to the last tier that can be built now, checked at the prepared point (the
+        runner times the last form, not the way to it): the tiers in between are not built,
+        and one that cannot be built (``StrategySkip``) gives way to the tier before it."""
+        self.join()
+        while True:
             if self._before is not None:
                 with torch.no_grad():
                     self._first(self.x0, both=False)
-            else:
-                self._next()
+            if not self.stages:
+                return
+            stage = self.stages.pop()
+            self.builds += 1
+            try:
+                outcome = _built(stage.readied())
+            except Exception as exc:
+                outcome = _failed(stage, exc)
+            if outcome.skipped and self.stages:
+                self.why = f"{stage.tier}: {outcome.skipped}"
+                continue
+            self.stages = []
+            self._apply(outcome)
+
+
+def _built(stage: Stage) -> _Outcome:
+    """Build ``stage``: the new form, or why not (never raises but for an interrupt)."""
+    try:
+        return _Outcome(stage, built=stage.build())
+    except Exception as exc:
+        return _failed(stage, exc)
+
+
+def _failed(stage: Stage, exc: Exception) -> _Outcome:
+    """Why ``stage`` has no new form: it cannot be built here (``StrategySkip``), or it
+    failed (an interrupt is raised)."""
+    if isinstance(exc, StrategySkip):
+        return _Outcome(stage, skipped=str(exc))
+    raise_if_interrupt(exc)
+    return _Outcome(stage, failed=_one_line(exc))
 
 
 def _one_line(exc: BaseException) -> str:

@@ -33,15 +33,16 @@ def aten_graph(fn: Callable, x: torch.Tensor) -> fx.GraphModule:
     return make_fx(one_argument)(x)
 
 
-def trace_shapes_only(f: Callable, x: torch.Tensor) -> None:
-    """Run ``f`` on a fake ``x`` (shapes, no values): Python branching on values, ``.item()``
-    and the like raise here."""
+def trace_shapes_only(f: Callable, x: torch.Tensor) -> fx.GraphModule:
+    """``f`` traced on a fake ``x`` (shapes, no values): Python branching on values,
+    ``.item()`` and the like raise here. The graph computes f: the tensors f reads are its
+    constants, the real ones (not fakes of them)."""
     from torch.fx.experimental.proxy_tensor import make_fx
 
     def one_argument(v: torch.Tensor) -> object:  # make_fx traces every parameter of f
         return f(v)
 
-    make_fx(one_argument, tracing_mode="fake", _allow_non_fake_inputs=True)(x)
+    return make_fx(one_argument, tracing_mode="fake", _allow_non_fake_inputs=True)(x)
 
 
 @contextmanager
@@ -57,12 +58,24 @@ def fake_tensor(mode: Any, x: torch.Tensor) -> torch.Tensor:
     return mode.from_tensor(x)
 
 
-def inductor_compile(graph: fx.GraphModule, x: torch.Tensor, options: dict) -> Callable:
+def inductor_compile(
+    graph: fx.GraphModule, x: torch.Tensor, options: dict, cache: bool = True
+) -> Callable:
     """An aten graph compiled by inductor directly, without dynamo (nothing left to trace,
-    no guards checked at each call)."""
+    no guards checked at each call), specialised to ``x``'s shape. Through inductor's
+    ``standalone_compile``, whose fake mode has a shape environment: inductor's FX graph
+    cache (and AOT autograd's) then applies where ``cache`` (``torch._inductor.compile``
+    bypasses it, "No shape env": a compile cost seconds in every process). A cache entry
+    is keyed by the graph, its inputs' shapes and strides, torch's version and the
+    compile options, and the graph's constants are inputs of the compiled code, not part of
+    it (two models of one architecture share an entry)."""
     import torch._inductor
 
-    return torch._inductor.compile(graph, [x], options=options)
+    if not cache:  # the plain way: no cache artefacts made (standalone_compile would warn)
+        return torch._inductor.compile(graph, [x], options=options)
+    return torch._inductor.standalone_compile(
+        graph, [x], dynamic_shapes="from_example_inputs", options={"config_patches": options}
+    )
 
 
 def op_schema(target: object) -> Any | None:

@@ -8,14 +8,20 @@ itself only where the Jacobian is too large to hold dense (``with_traced_pattern
 costs about a forward pass of scipy work, which a dense Jacobian that fits does not need.
 
 By default (``compile`` on, ``upfront`` off) auto is tiered (``ladder``): ``prepare``
-returns at once with torch.func as it is (jacfwd or jacrev: nothing to build), and moves to
-each faster form (forward: jacfwd_folded eager, then compiled; reverse: jacrev_compiled) only
-once the calls since the last move have spent what building it is estimated to cost (ski
-rental: each move costs at most twice the better choice made in hindsight). Estimates become
-this machine's measured costs once it has built them for the problem (remembered).
-``prep.info.tier`` says where it is; ``prep.settled()`` makes every move now. Each new
-tier's first answer is checked (``jacbench.core.tiers``), and a traced tier whose graph would
-be traced again before its calls paid for the trace goes back to eager (``on_retrace_storm``).
+returns at once with plain reverse-mode autograd (``double_backward`` by columns where
+forward mode fits, ``autograd_loop`` by rows otherwise: nothing to build, and nothing of
+torch's compiler imported, so a fresh process has its first Jacobian in milliseconds), and
+moves to each faster form (forward: its backward passes batched, then jacfwd_folded eager,
+then compiled; reverse: grads_batched, then jacrev_compiled) only once the calls since the
+last move have spent what building it is estimated to cost, its machinery's first import
+included (ski rental: each move costs at most twice the better choice made in hindsight).
+Estimates become this machine's measured costs once it has built them for the problem
+(remembered). The next form is built in a background thread while the calls go on in the
+current one (``background``), and swapped in when ready. ``prep.info.tier`` says where it
+is; ``prep.settled()`` moves to the last tier now. Each new tier's first answer is checked
+(``jacbench.core.tiers``), and a traced tier whose graph would be traced again before its
+calls paid for the trace goes back to the last tier that traces nothing
+(``on_retrace_storm``).
 
 With ``upfront`` (or ``compile`` off) the candidates below are each prepared and timed
 briefly, leaving out those that need over PASS_RATIO times the passes of the other mode, and
@@ -30,7 +36,9 @@ f's directional derivatives (``decided_by``); otherwise it decides again.
 from __future__ import annotations
 
 import functools
+import importlib
 import math
+import sys
 import time
 from collections.abc import Callable
 from dataclasses import asdict, dataclass, replace
@@ -42,7 +50,7 @@ from jacbench.core import decisions, sparsity
 from jacbench.core.agreement import disagreement
 from jacbench.core.interrupt import raise_if_interrupt
 from jacbench.core.memory_budget import sampled
-from jacbench.core.prepared import Prepared
+from jacbench.core.prepared import TORCH_STATE, Prepared
 from jacbench.core.problem import Problem
 from jacbench.core.strategy import Declared, Kind, Mode, StrategySkip, StrategySpec, strategy
 from jacbench.core.tiers import Stage, Tiered
@@ -72,6 +80,7 @@ class AutoOptions:
     cache: bool = True  # remember the decision across processes (jacbench.core.decisions)
     upfront: bool = False  # compile and calibrate every candidate now (long fits, benchmarks)
     patience: float = 1.0  # tiered: compile once eager calls cost this x compiling's estimate
+    background: bool = True  # tiered: build the next tier in a thread while the calls go on
 
     def __post_init__(self) -> None:
         if not (math.isfinite(self.calibration_time) and self.calibration_time > 0):
@@ -96,6 +105,7 @@ CANDIDATES: dict[str, StrategySpec] = {
     for spec in (
         func.jacfwd,
         func.jacrev,
+        autograd.double_backward,
         folded.jacfwd_folded,
         compiled.jacfwd_compiled,
         compiled.jacrev_compiled,
@@ -213,7 +223,8 @@ def with_traced_pattern(problem: Problem) -> Problem:
 class Tier(str, Enum):
     """The forms tiered auto moves through (``PrepInfo.tier``)."""
 
-    EAGER = "eager"  # torch.func as it is: nothing to build
+    EAGER = "eager"  # plain reverse-mode autograd: nothing to build, nothing to import
+    BATCHED = "batched"  # the same, its backward passes batched: nothing to build but sympy
     FOLDED = "folded"  # forward mode traced once, tangents folded (jacbench.core.fold)
     COMPILED = "compiled"
 
@@ -286,56 +297,114 @@ def _key(problem: Problem, opts: AutoOptions) -> str:
 
 
 # What building a later tier is taken to cost until this machine has built it for this
-# problem (then the measured cost, remembered): on seed004 the folded graph took 0.3-0.8
-# CPU-s to trace in a fresh process, and compiling it 0.9-3.5.
-COST_ESTIMATES_S = {Tier.FOLDED: 0.5, Tier.COMPILED: 2.0}
+# problem (then the measured cost, remembered): on seed004 the folded graph took 0.2-0.4
+# CPU-s to trace once its machinery was imported, and compiling it 0.3 (inductor's cache
+# warm) to 2.3 (cold). Batched backward passes cost nothing to build but an import.
+COST_ESTIMATES_S = {Tier.BATCHED: 0.0, Tier.FOLDED: 0.4, Tier.COMPILED: 1.5}
+# What a tier's machinery costs to import the first time a process builds it (CPU-s here,
+# torch 2.13): autograd's shape check of batched gradients imports sympy (with torch's
+# symbolic shapes); tracing imports torch._dynamo (sympy with it); compiling adds inductor.
+SYMPY = "torch.fx.experimental.symbolic_shapes"
+IMPORTS: dict[Tier, tuple[str, ...]] = {
+    Tier.BATCHED: (SYMPY,),
+    Tier.FOLDED: (SYMPY, "torch._dynamo"),
+    Tier.COMPILED: (SYMPY, "torch._dynamo", "torch._inductor.compile_fx"),
+}
+IMPORT_ESTIMATES_S = {SYMPY: 0.27, "torch._dynamo": 0.75, "torch._inductor.compile_fx": 0.75}
+
+
+def imports_s(tier: Tier) -> float:
+    """What importing ``tier``'s machinery would cost in this process now (0 once done)."""
+    return sum(IMPORT_ESTIMATES_S[m] for m in IMPORTS.get(tier, ()) if m not in sys.modules)
 
 
 def ladder(problem: Problem) -> list[tuple[Tier, str, dict]]:
-    """(tier, strategy, options) from the cheapest to build to the fastest per call."""
+    """(tier, strategy, options) from the cheapest to build to the fastest per call. The
+    first tier imports nothing more (plain reverse-mode autograd: a first Jacobian in
+    milliseconds of a fresh process, where torch.func's first call imports torch's
+    compiler, ~1 CPU-s): by columns (reverse mode twice) where forward mode would be
+    picked, else by rows; the next batches its backward passes (on seed004 7 -> 1.3 ms a
+    call, for sympy's import, 0.27 CPU-s)."""
     if too_large(problem) or problem.sparsity is not None:
         return [(Tier.EAGER, *ruled(problem, False)), (Tier.COMPILED, *ruled(problem, True))]
     if problem.n_out >= problem.n_in:
-        storm = {"on_retrace_storm": "raise"}  # back to the eager tier (jacbench.core.tiers)
+        # a retrace storm sends it back to the eager tier (jacbench.core.tiers); traced by
+        # reverse mode twice: built in a thread of its own, beside the caller's forward AD
+        storm = {"on_retrace_storm": "raise", "forward_ad": "never"}
         return [
-            (Tier.EAGER, "jacfwd", {}),
+            (Tier.EAGER, "double_backward", {}),
+            (Tier.BATCHED, "double_backward", {"batched": True}),
             (Tier.FOLDED, "jacfwd_folded", {"compile": False, **storm}),
             (Tier.COMPILED, "jacfwd_folded", {"compile": True, **storm}),
         ]
-    return [(Tier.EAGER, "jacrev", {}), (Tier.COMPILED, "jacrev_compiled", {})]
+    return [
+        (Tier.EAGER, "autograd_loop", {}),
+        (Tier.BATCHED, "grads_batched", {}),
+        (Tier.COMPILED, "jacrev_compiled", {}),
+    ]
 
 
 def tiered(problem: Problem, opts: AutoOptions) -> Declared:
-    """The cheapest form now, each faster one once the calls have paid for building it."""
+    """The cheapest form now, each faster one once the calls have paid for building it,
+    built in the background (``opts.background``) while the calls go on."""
     key = _key(problem, opts)
     remembered = decisions.recall(key) if key else None
     costs = dict(remembered.build_s) if remembered else {}
     (tier, name, options), *later = ladder(problem)
     first = _prepare_named(name, problem, **options)
 
-    def builder(tier: Tier, name: str, options: dict) -> Callable[[], Prepared]:
-        def build() -> Prepared:  # a StrategySkip ends the moves
-            start = time.perf_counter()
-            prep = _prepare_named(name, problem, **options)
-            costs[tier.value] = time.perf_counter() - start
-            if key:
-                decisions.remember(key, decisions.Decision(name, options, dict(costs)))
-            return prep
+    def built(tier: Tier, name: str, options: dict, make: Callable[[], Prepared]) -> Prepared:
+        for module in IMPORTS.get(tier, ()):  # timed apart: once a process
+            importlib.import_module(module)
+        start = time.perf_counter()
+        prep = make()  # never calls f: its first call is the caller's (checked)
+        costs[tier.value] = time.perf_counter() - start
+        if key:
+            decisions.remember(key, decisions.Decision(name, options, dict(costs)))
+        return prep
 
-        return build
+    def stage(tier: Tier, name: str, options: dict) -> Stage:
+        cost = opts.patience * costs.get(tier.value, COST_ESTIMATES_S[tier])
+        imports = functools.partial(_patient_imports, opts.patience, tier)
+        if name != "jacfwd_folded":  # a StrategySkip ends the moves
+            make = functools.partial(_prepare_named, name, problem, **options)
+            return Stage(tier.value, lambda: built(tier, name, options, make), cost, imports)
 
-    stages = [
-        Stage(t.value, builder(t, n, o), opts.patience * costs.get(t.value, COST_ESTIMATES_S[t]))
-        for t, n, o in later
-    ]
+        def ready() -> Callable[[], Prepared]:  # the caller's thread: f is run (and traced)
+            given = compiled.traced_f(problem)
+            spec = CANDIDATES[name]
+
+            def make() -> Prepared:  # another thread: f's graph is run, never f
+                with torch.no_grad():
+                    declared = folded.build(problem, spec.make_options(dict(options)), given)
+                return spec.wrap(problem, declared)
+
+            return lambda: built(tier, name, options, make)
+
+        def preload() -> None:  # another thread, before ready: the tracer's imports
+            with TORCH_STATE:  # no other trace or first call of jacbench's meanwhile
+                for module in IMPORTS.get(tier, ()):
+                    importlib.import_module(module)
+
+        return Stage(tier.value, _unready, cost, imports, ready, preload, traced=True)
+
+    stages = [stage(t, n, o) for t, n, o in later]
     f = problem.f if problem.batch == 1 else problem.f_many
 
     def check(x: torch.Tensor, jacobian: object) -> str:
         return disagreement(f, x, jacobian, problem.n_out)
 
-    tiers = Tiered(first, tier.value, stages, check, problem.x)
+    tiers = Tiered(first, tier.value, stages, check, problem.x, background=opts.background)
     info = replace(first.info, decided_by=Decided.RULE.value)
     return Declared(tiers.jac, info, value_and_jac=tiers.both, mode=first.mode, tiers=tiers)
+
+
+def _unready() -> Prepared:
+    raise RuntimeError("a stage built before it was readied")
+
+
+def _patient_imports(patience: float, tier: Tier) -> float:
+    return patience * imports_s(tier)
 
 
 def ruled(problem: Problem, compile: bool) -> tuple[str, dict]:

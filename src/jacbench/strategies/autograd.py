@@ -3,11 +3,12 @@
 from __future__ import annotations
 
 from collections.abc import Callable
+from dataclasses import dataclass
 
 import torch
 
 from jacbench.core.problem import Problem
-from jacbench.core.strategy import Kind, Mode, NoOptions, strategy
+from jacbench.core.strategy import Declared, Kind, Mode, NoOptions, strategy
 
 
 def rows_fn(problem: Problem) -> Callable[[torch.Tensor], torch.Tensor]:
@@ -39,21 +40,135 @@ def forward_with_grad(problem: Problem, x: torch.Tensor) -> tuple[torch.Tensor, 
     return X, Y
 
 
+def _rows(problem: Problem, X: torch.Tensor, Y: torch.Tensor) -> torch.Tensor:
+    """The Jacobian of Y = F(X), one backward pass per output row (each of a scalar: no
+    ``grad_outputs``, which imports sympy on first use through autograd's shape check)."""
+    last = problem.n_out - 1
+    rows = [
+        _or_zeros(
+            torch.autograd.grad(Y[:, i].sum(), X, retain_graph=i < last, allow_unused=True)[0],
+            X,
+        )
+        for i in range(problem.n_out)
+    ]
+    return per_sample(problem, torch.stack(rows, dim=1))
+
+
+def _or_zeros(grad: torch.Tensor | None, like: torch.Tensor) -> torch.Tensor:
+    """A gradient autograd left out (the output does not depend on it) is zero."""
+    return torch.zeros_like(like) if grad is None else grad
+
+
 @strategy(Kind.EXACT, Mode.REVERSE, batch=True)
 def autograd_loop(problem: Problem, opts: NoOptions):
     """A Python loop of torch.autograd.grad, one backward pass per output row."""
-    last = problem.n_out - 1
 
     @torch.enable_grad()
-    def jac(x: torch.Tensor) -> torch.Tensor:
+    def both(x: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
         X, Y = forward_with_grad(problem, x)
-        rows = [
-            torch.autograd.grad(Y[:, i].sum(), X, retain_graph=i < last)[0]
-            for i in range(problem.n_out)
-        ]
-        return per_sample(problem, torch.stack(rows, dim=1))
+        return _value(problem, Y), _rows(problem, X, Y)
 
-    return jac
+    return with_value(both)
+
+
+def _value(problem: Problem, Y: torch.Tensor) -> torch.Tensor:
+    """f's value(s) from the Jacobian's own forward pass, as ``problem.f`` (or f_many for a
+    batch) gives it."""
+    Y = Y.detach()
+    return Y[0] if problem.batch == 1 else Y
+
+
+def with_value(both: Callable) -> Declared:
+    """A Jacobian whose forward pass also gives f(x) (``value_and_jacobian`` in one pass)."""
+    return Declared(lambda x: both(x)[1], value_and_jac=both)
+
+
+@dataclass
+class DoubleBackwardOptions:
+    # the second pass for all columns at once (autograd's is_grads_batched: its shape check
+    # of the batched gradients imports sympy, 0.26 CPU-s once a process), else one a column
+    batched: bool = False
+
+
+@strategy(Kind.EXACT, Mode.REVERSE, options=DoubleBackwardOptions, batch=True)
+def double_backward(problem: Problem, opts: DoubleBackwardOptions):
+    """Columns by reverse mode twice, N passes as forward mode, without forward-mode AD."""
+    # g(u) = J^T u is linear in u, so the derivative of its j-th entry w.r.t. u is column j
+    # of J (torch.autograd.functional.jvp's trick): one backward pass with create_graph, then
+    # one small backward pass per column. Neither imports torch's compiler, as forward AD
+    # does on its first plain tensor and torch.func's jacrev through compiled autograd (~1
+    # CPU-s in a fresh process), and no grad_outputs tensor is passed (autograd's shape
+    # check of one imports sympy). A backward pass that is not itself differentiable (a
+    # custom Function marked once_differentiable, or one computing its gradient outside
+    # autograd) is found at the first call, where the columns are compared with one plain
+    # backward pass: the rows are then computed instead, one backward pass each.
+    by_rows: list[bool] = []  # decided at the first call: [True] where the columns fail
+
+    def jac(X: torch.Tensor, Y: torch.Tensor) -> torch.Tensor:
+        if not Y.requires_grad:  # f does not depend on x
+            return per_sample(problem, torch.zeros(*Y.shape, X.shape[1], dtype=Y.dtype))
+        if by_rows:
+            return _rows(problem, X, Y) if by_rows[0] else _columns(problem, X, Y, opts.batched)
+        plain = _plain_product(X, Y)
+        try:
+            J = _columns(problem, X, Y, opts.batched)
+        except RuntimeError:  # e.g. "marked with @once_differentiable"
+            J = None
+        by_rows.append(J is None or not _agrees(J, *plain))
+        return _rows(problem, X, Y) if by_rows[0] else J
+
+    @torch.enable_grad()
+    def both(x: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        X, Y = forward_with_grad(problem, x)
+        return _value(problem, Y), jac(X, Y)
+
+    return with_value(both)
+
+
+def _columns(
+    problem: Problem, X: torch.Tensor, Y: torch.Tensor, batched: bool = False
+) -> torch.Tensor:
+    """The Jacobian of Y = F(X) by columns, reverse mode twice (``double_backward``): the
+    second pass one column at a time, or all at once (``batched``)."""
+    U = torch.zeros_like(Y, requires_grad=True)
+    (G,) = torch.autograd.grad((Y * U).sum(), X, create_graph=True, allow_unused=True)
+    if G is None:  # Y does not depend on X
+        return per_sample(problem, torch.zeros(*Y.shape, X.shape[1], dtype=Y.dtype))
+    if batched:  # e_j for every sample at once, j = 1..N: (N, B, N) -> (N, B, M)
+        basis = torch.eye(problem.n_in, dtype=G.dtype, device=G.device)
+        basis = basis.unsqueeze(1).expand(problem.n_in, *G.shape)
+        (columns,) = torch.autograd.grad(G, U, basis, is_grads_batched=True, allow_unused=True)
+        if columns is None:  # G does not depend on U: its backward was not differentiable
+            columns = torch.zeros(problem.n_in, *U.shape, dtype=U.dtype, device=U.device)
+        return per_sample(problem, columns.permute(1, 2, 0))
+    last = problem.n_in - 1
+    columns = [
+        _or_zeros(
+            torch.autograd.grad(G[:, j].sum(), U, retain_graph=j < last, allow_unused=True)[0],
+            U,
+        )
+        for j in range(problem.n_in)
+    ]
+    return per_sample(problem, torch.stack(columns, dim=-1))
+
+
+def _plain_product(X: torch.Tensor, Y: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+    """(w, w^T J) for a random w, by one plain backward pass."""
+    w = torch.randn(Y.shape, generator=torch.Generator().manual_seed(0), dtype=torch.float64)
+    w = w.to(device=Y.device, dtype=Y.dtype)
+    (product,) = torch.autograd.grad((Y * w).sum(), X, retain_graph=True, allow_unused=True)
+    return w, _or_zeros(product, X)
+
+
+def _agrees(J: torch.Tensor, w: torch.Tensor, expected: torch.Tensor) -> bool:
+    """Whether w^T J matches the plain backward pass's w^T J within rounding (a backward pass
+    that cannot be differentiated gives zeros where it should not)."""
+    J = J.reshape(w.shape[0], w.shape[1], -1).to(torch.float64)
+    w64 = w.to(torch.float64)
+    got = torch.einsum("bm,bmn->bn", w64, J)
+    scale = torch.einsum("bm,bmn->bn", w64.abs(), J.abs()) + expected.abs().to(torch.float64)
+    tolerance = 1e3 * torch.finfo(w.dtype).eps * scale
+    return bool(((got - expected.to(torch.float64)).abs() <= tolerance).all())
 
 
 def _functional_jacobian(problem: Problem, **kwargs):

@@ -15,8 +15,9 @@ from dataclasses import dataclass
 import torch
 
 from jacbench.core import torch_internals
+from jacbench.core.cache import cache_folder
 from jacbench.core.errors import RetraceStorm
-from jacbench.core.fold import fold, optimised, traced, transpose_narrow
+from jacbench.core.fold import ValueDependent, fold, optimised, traced, transpose_narrow
 from jacbench.core.hoist import hoist
 from jacbench.core.prepared import TORCH_STATE
 from jacbench.core.problem import FunctionModule, Problem
@@ -106,16 +107,23 @@ def compile_graph(graph: torch.fx.GraphModule, x: torch.Tensor, mode: str = "def
     dynamo: nothing left to trace, and no guards to check at every call (on seed004 dynamo's
     cache lookup and compiled region took 0.12 of 0.59 ms). The caller keeps what the guards
     would have kept: the shape, dtype and device (``Prepared.check``) and what the graph
-    froze (``jacbench.core.watch``). A failure is a skip."""
+    froze (``jacbench.core.watch``). Read from inductor's cache where jacbench remembers;
+    where that way fails (torch 2.13's standalone compile of jacfwd's transformer graph:
+    "copy_() on an invalid python storage"), compiled the plain way. A failure is a skip."""
     options = {} if mode == "default" else {"max_autotune": mode == "max-autotune"}
-    try:
-        with warnings.catch_warnings(), autograd_state_kept():
-            warnings.simplefilter("ignore", FutureWarning)  # inductor's own deprecations
-            compiled = torch_internals.inductor_compile(graph, x, options)
-            compiled(x)
-    except Exception as exc:
-        reason = " ".join(str(exc).split())[:300]
-        raise StrategySkip(f"inductor failed here: {type(exc).__name__}: {reason}") from exc
+    ways = [True, False] if cache_folder("inductor") is not None else [False]
+    for cache in ways:
+        try:
+            with warnings.catch_warnings(), autograd_state_kept():
+                warnings.simplefilter("ignore", FutureWarning)  # inductor's own deprecations
+                compiled = torch_internals.inductor_compile(graph, x, options, cache)
+                compiled(x)
+            break
+        except Exception as exc:
+            if cache:
+                continue
+            reason = " ".join(str(exc).split())[:300]
+            raise StrategySkip(f"inductor failed here: {type(exc).__name__}: {reason}") from exc
 
     def call(v: torch.Tensor):
         with autograd_state_kept():
@@ -124,8 +132,11 @@ def compile_graph(graph: torch.fx.GraphModule, x: torch.Tensor, mode: str = "def
     return call
 
 
-def _watched(problem: Problem, f: Callable) -> Watch:
-    """What f can reach, as it is now (``jacbench.core.watch``); refused where too much."""
+def watched(problem: Problem) -> Watch:
+    """What f can reach, as it is now (``jacbench.core.watch``); refused where too much.
+    f is called once (what it writes itself is not watched): in the thread that calls the
+    Jacobian, never beside it (a change made meanwhile would pass for f's own write)."""
+    f = problem.f if problem.batch == 1 else problem.f_many
     module = problem.module
     roots = [module.fn] if isinstance(module, FunctionModule) else [module]
     try:
@@ -140,31 +151,64 @@ def _watched(problem: Problem, f: Callable) -> Watch:
     return watch
 
 
+@dataclass(frozen=True)
+class TracedF:
+    """f's own aten graph at one point, traced with fake tensors (so a Python branch on
+    values fails there), and a watch of what f read, made just before. Both run f: in the
+    thread that calls the Jacobian, never beside it (``f`` may not be safe to run from two
+    threads at once: ``torch.func.functional_call`` swaps a module's parameters while it
+    runs). What is traced from the graph afterwards (the Jacobian's graph, its passes, the
+    compiler) runs the graph, never f, and can run in another thread."""
+
+    graph: torch.fx.GraphModule
+    watch: Watch
+
+
+def traced_f(problem: Problem) -> TracedF:
+    """f's graph at the problem's first point, and the watch (the caller's thread)."""
+    with TORCH_STATE:  # make_fx is process-wide: one trace at a time
+        watch = watched(problem)  # before the trace: a change meanwhile is seen
+        try:
+            with torch.enable_grad():
+                graph = torch_internals.trace_shapes_only(problem.f, problem.points[0])
+        except Exception as exc:  # e.g. Python branching on values: no graph for all x
+            reason = " ".join(str(exc).split())[:300]
+            raise StrategySkip(
+                f"cannot trace f into one graph: {type(exc).__name__}: {reason}"
+            ) from exc
+    return TracedF(graph, watch)
+
+
+Ways = Callable[[Callable], list[Callable]]  # f -> the transforms of f to try, in order
+
+
 def retraced(
-    problem: Problem, fn: Callable, compile: bool, mode: str = "default", storm: str = "warn"
+    problem: Problem,
+    ways: Ways,
+    compile: bool,
+    mode: str = "default",
+    storm: str = "warn",
+    given: TracedF | None = None,
 ) -> Callable:
-    """``fn`` (a transform of the problem's f) traced once into an aten graph
-    (``jacbench.core.fold``: f checked with fake tensors first, so a graph that depends on
-    values is refused), its broadcast products folded, and compiled by inductor where
-    ``compile`` (else what it builds from shapes alone is computed once:
+    """A transform of the problem's f (the first of ``ways(f)`` that traces) traced once
+    into an aten graph (``jacbench.core.fold``: f checked with fake tensors first, so a
+    graph that depends on values is refused), its broadcast products folded, and compiled
+    by inductor where ``compile`` (else what it builds from shapes alone is computed once:
     ``jacbench.core.hoist``; compiled, narrow products transposed:
-    ``jacbench.core.fold.transpose_narrow``), every pass kept valid for any strides and every
-    output a new tensor (``jacbench.core.fold.optimised``). Traced again when anything the
-    graph froze changed (``jacbench.core.watch``: a parameter replaced, a plain attribute, a
-    dict value or a helper's global changed; ``Retraced`` says what a storm of them does)."""
-    f = problem.f if problem.batch == 1 else problem.f_many
+    ``jacbench.core.fold.transpose_narrow``), every pass kept valid for any strides and
+    every output a new tensor (``jacbench.core.fold.optimised``). Traced again when
+    anything the graph froze changed (``jacbench.core.watch``: a parameter replaced, a plain
+    attribute, a dict value or a helper's global changed; ``Retraced`` says what a storm of
+    them does). ``given``: f's graph and watch, made in the caller's thread, where the first
+    trace runs in another (it then differentiates f's graph, never f)."""
+    first = [given] if given is not None else []
 
     def build() -> tuple[Callable, Watch]:
         with TORCH_STATE:  # make_fx and forward AD are process-wide: one trace at a time
-            try:
-                with torch.enable_grad():
-                    graph = traced(fn, f, problem.x)
-            except Exception as exc:  # e.g. Python branching on values: no graph for all x
-                reason = " ".join(str(exc).split())[:300]
-                raise StrategySkip(
-                    f"cannot trace f into one graph: {type(exc).__name__}: {reason}"
-                ) from exc
-            watch = _watched(problem, f)
+            # a change since the watch was made is a change at the first call
+            f_traced = first.pop() if first else traced_f(problem)
+            graph = _first_traced(lambda: ways(f_traced.graph), problem.x)
+            watch = f_traced.watch
             if not compile:  # inductor fuses the basis into its kernels: hoisted, 0.99-1.08x
                 # eager: the tangent basis and its slices built once (0.84x a call)
                 return optimised(graph, problem.x, [_folded, _hoisted]), watch
@@ -172,6 +216,27 @@ def retraced(
             return compile_graph(graph, problem.x, mode), watch
 
     return Retraced(build, storm)
+
+
+def _first_traced(
+    transforms: Callable[[], list[Callable]], x: torch.Tensor
+) -> torch.fx.GraphModule:
+    """The graph of the first of ``transforms()`` (of f's graph, shown to hold for every
+    point: ``traced_f``) that traces; a skip naming why none does."""
+    failure: Exception | None = None
+    try:
+        with torch.enable_grad():
+            for fn in transforms():
+                try:
+                    return traced(fn, None, x)
+                except ValueDependent:
+                    raise
+                except Exception as exc:  # e.g. a backward pass that cannot be differentiated
+                    failure = exc
+    except Exception as exc:
+        failure = exc
+    reason = " ".join(str(failure).split())[:300]
+    raise StrategySkip(f"cannot trace f into one graph: {type(failure).__name__}: {reason}")
 
 
 class Retraced:

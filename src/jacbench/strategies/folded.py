@@ -1,6 +1,11 @@
 """jacfwd with its tangent batch folded into matrix products (``jacbench.core.fold``):
 the forward-mode graph is traced once, its broadcast batched products become plain ones,
-and the graph runs as it is (eager: no vmap left to interpret at each call) or compiled."""
+and the graph runs as it is (eager: no vmap left to interpret at each call) or compiled.
+
+The forward-mode graph is traced as reverse mode twice (``by_reverse_twice``: the same
+products as jacfwd's, without forward-mode AD), by blocks of x where f reads x in slices
+(``jacbench.core.blocks``: a parameter vector split into its tensors); through jacfwd
+where f's backward pass cannot itself be differentiated (``forward_ad``)."""
 
 from __future__ import annotations
 
@@ -9,11 +14,14 @@ from dataclasses import dataclass
 
 import torch
 
+from jacbench.core.blocks import by_blocks
 from jacbench.core.problem import Problem
 from jacbench.core.strategy import Declared, Kind, Mode, strategy
 from jacbench.strategies import func
-from jacbench.strategies.compiled import COMPILE_MODES, STORMS, retraced
+from jacbench.strategies.compiled import COMPILE_MODES, STORMS, TracedF, Ways, retraced
 from jacbench.strategies.func import per_point
+
+FORWARD_AD = ("fallback", "never", "always")
 
 
 @dataclass
@@ -23,6 +31,11 @@ class FoldedOptions:
     # a graph traced again at nearly every call (what f reads keeps changing): warn once and
     # go on, or raise RetraceStorm (auto then goes back to its eager tier)
     on_retrace_storm: str = "warn"
+    # when to trace forward mode through forward-mode AD (torch.func.jacfwd) rather than
+    # as reverse mode twice: "fallback" where f's backward pass cannot be differentiated,
+    # "never" (forward AD is process-wide in torch: traced in a thread of its own, as auto
+    # builds its tiers, it would collide with forward AD in the caller's thread), "always"
+    forward_ad: str = "fallback"
 
     def __post_init__(self) -> None:
         if self.mode not in COMPILE_MODES:
@@ -32,22 +45,87 @@ class FoldedOptions:
                 f"on_retrace_storm must be one of {', '.join(STORMS)}, "
                 f"got {self.on_retrace_storm!r}"
             )
+        if self.forward_ad not in FORWARD_AD:
+            raise ValueError(
+                f"forward_ad must be one of {', '.join(FORWARD_AD)}, got {self.forward_ad!r}"
+            )
 
 
-def value_and_jacobian(problem: Problem) -> Callable:
-    """(f(x), J(x)) of the problem's point(s) by jacfwd, the value from the same pass."""
-    return per_point(problem, func.value_and_jacobian(torch.func.jacfwd, problem.f))
+# Forward mode by blocks only for a compiled graph of a Jacobian with at least this many
+# entries: below, a block's own operations cost more than the zero tangents they save
+# (seed004_small, 55 x 15: 40.6 against 25.2 us a call compiled), and run eagerly, blocks
+# cost more operations than they save arithmetic (seed004_lm: 461 against 387 us).
+BLOCKS_MIN_ENTRIES = 16384
+
+
+def value_and_jacobian(
+    problem: Problem, forward_ad: str = "always", compile: bool = False
+) -> Callable:
+    """(f(x), J(x)) of the problem's point(s) in one pass: by jacfwd (``forward_ad``
+    "always"), else by reverse mode twice, by blocks of x where f reads it in slices (and
+    the graph is compiled, and large enough)."""
+    return transforms(problem, forward_ad, compile)(problem.f)[0]
+
+
+def transforms(problem: Problem, forward_ad: str, compile: bool) -> Ways:
+    """``f -> `` the ways to trace (f(x), J(x)), the preferred first, of f (the problem's
+    f, or its graph). Called at every trace: a block's graph of f holds what f read when it
+    was made."""
+    point = problem.points[0]
+    blocks = compile and problem.n_out * problem.n_in >= BLOCKS_MIN_ENTRIES
+
+    def ways(f: Callable) -> list[Callable]:
+        out = []
+        if forward_ad != "always":
+            by_slices = by_blocks(f, point, by_reverse_twice) if blocks else None
+            out.append(by_slices or by_reverse_twice(f))
+        if forward_ad != "never":
+            out.append(func.value_and_jacobian(torch.func.jacfwd, f))
+        return [per_point(problem, way) for way in out]
+
+    return ways
+
+
+def by_reverse_twice(f: Callable) -> Callable:
+    """``x -> (f(x), J(x))``, J by columns as forward mode computes them, without forward
+    AD: u -> J^T u is linear, so its own vector-Jacobian product along v is J v. Traced,
+    the graph holds the same products as jacfwd's (the transpose of a transpose). The
+    tangent basis is built as jacfwd builds it (zeros, then a diagonal written), so that a
+    compiler computes it once per call rather than inside every kernel that reads it."""
+
+    def both(x: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        value, pull = torch.func.vjp(f, x)
+        _, push = torch.func.vjp(lambda u: pull(u)[0], torch.zeros_like(value))
+        basis = x.new_zeros(x.numel(), x.numel())
+        basis.diagonal().fill_(1)
+        columns = torch.func.vmap(lambda v: push(v.reshape(x.shape))[0])(basis)
+        return value, columns.reshape(x.numel(), -1).t().reshape(*value.shape, *x.shape)
+
+    return both
 
 
 @strategy(Kind.EXACT, Mode.FORWARD, options=FoldedOptions, batch=True)
 def jacfwd_folded(problem: Problem, opts: FoldedOptions):
     """Forward mode traced once, tangents folded into matmuls; compiled by default."""
+    return build(problem, opts)
+
+
+def build(problem: Problem, opts: FoldedOptions, given: TracedF | None = None) -> Declared:
+    """``jacfwd_folded``'s Jacobian; ``given``: f's graph and what f reads, made in the
+    caller's thread where this runs in another (``jacbench.strategies.compiled.traced_f``)."""
     both = retraced(
-        problem, value_and_jacobian(problem), opts.compile, opts.mode, opts.on_retrace_storm
+        problem,
+        transforms(problem, opts.forward_ad, opts.compile),
+        opts.compile,
+        opts.mode,
+        opts.on_retrace_storm,
+        given,
     )
 
     def value_and_jac(x: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
         value, jac = both(x)
         return value, jac
 
-    return Declared(lambda x: both(x)[1], value_and_jac=value_and_jac)
+    # no forward AD at its calls (the graph is aten operations; tracing again takes turns by
+    # itself): a caller's calls never wait for a trace or compile in another thread
+    return Declared(lambda x: both(x)[1], value_and_jac=value_and_jac, serial=False)
