@@ -108,7 +108,9 @@ def by_blocks(
 
     def both(v: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
         parts = [v[a:b] for a, b in cuts]
-        value, columns, at = None, [], 0
+        value: torch.Tensor | None = None
+        columns: list[torch.Tensor] = []
+        at = 0
         for k, (start, stop) in enumerate(cuts):
 
             def g(p: torch.Tensor, k: int = k) -> torch.Tensor:
@@ -120,6 +122,8 @@ def by_blocks(
                 columns.append(block.new_zeros(value.numel(), start - at))
             columns.append(block)
             at = stop
+        if value is None:  # spans() returns at least two cuts
+            raise RuntimeError("forward mode by blocks: no block of x was read")
         if at < n:
             columns.append(columns[-1].new_zeros(value.numel(), n - at))
         return value, torch.cat(columns, dim=1).reshape(*value.shape, n)

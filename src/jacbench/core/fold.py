@@ -13,6 +13,7 @@ tensors fail inside forward AD: "InferenceMode::is_enabled() && self.is_inferenc
 
 from __future__ import annotations
 
+import contextlib
 import operator
 from collections.abc import Callable
 
@@ -64,6 +65,8 @@ def _by_values(node: fx.Node) -> bool:
         return False
     if node.target is aten.index.Tensor:  # integer indices keep their shape
         indices = node.args[1] if len(node.args) > 1 else []
+        if not isinstance(indices, (list, tuple)):  # aten.index.Tensor takes a list
+            return True
         return any(
             isinstance(i, fx.Node) and i.meta["val"].dtype in (torch.bool, torch.uint8)
             for i in indices
@@ -167,7 +170,8 @@ def _is_view(node: fx.Node) -> bool:
     if node.op != "call_function":
         return False
     if node.target is operator.getitem:  # an item of split's or unbind's list of views
-        return _is_view(node.args[0])
+        source = node.args[0]
+        return isinstance(source, fx.Node) and _is_view(source)
     schema = torch_internals.op_schema(node.target)
     return (
         schema is not None
@@ -206,7 +210,7 @@ class _Layouts(fx.Interpreter):
     (a pass changed a layout) becomes a ``reshape`` (a copy there, a view wherever a view
     is possible). Each node's ``meta["val"]`` is set to what it computes now."""
 
-    def __init__(self, gm: fx.GraphModule, mode: object) -> None:
+    def __init__(self, gm: fx.GraphModule, mode: contextlib.AbstractContextManager) -> None:
         super().__init__(gm)
         self.mode = mode
 
@@ -277,7 +281,7 @@ def fresh_outputs(gm: fx.GraphModule) -> int:
     graph, copied = gm.graph, 0
     output = next(n for n in graph.nodes if n.op == "output")
 
-    def fresh(arg: object) -> object:
+    def fresh(arg: fx.node.Argument) -> fx.node.Argument:
         nonlocal copied
         if not isinstance(arg, fx.Node) or _base(arg).op not in ("get_attr", "placeholder"):
             return arg

@@ -165,6 +165,8 @@ class Prepared:
     def raw_both(self, x: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
         """(f(x), J(x)) at a flat point: from one pass where the strategy has one."""
         if self.both_fn is None:
+            if self.value_fn is None:
+                raise TypeError(f"{self.strategy}: prepared without f's values (value_fn)")
             return self.value_fn(x), self.raw(x)
         with self._turn():
             out = self.both_fn(x)

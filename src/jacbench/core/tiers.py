@@ -202,6 +202,7 @@ class Tiered:
                 self._building.start()
                 return
             self.builds += 1
+            outcome: _Outcome | None
             try:
                 stage = stage.readied()
             except Exception as exc:
@@ -231,6 +232,7 @@ class Tiered:
         """The background thread: import what ``stage``'s ``ready`` needs, then leave the
         stage for the caller's next call (which readies and builds it). A failed import is
         met again, and reported, where ``ready`` or the build needs it."""
+        assert stage.preload is not None  # _advance starts this thread only for a preload
         try:
             stage.preload()
         except Exception as exc:

@@ -115,7 +115,7 @@ def double_backward(problem: Problem, opts: DoubleBackwardOptions):
         except RuntimeError:  # e.g. "marked with @once_differentiable"
             J = None
         by_rows.append(J is None or not _agrees(J, *plain))
-        return _rows(problem, X, Y) if by_rows[0] else J
+        return _rows(problem, X, Y) if J is None or by_rows[0] else J
 
     @torch.enable_grad()
     def both(x: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
@@ -137,10 +137,10 @@ def _columns(
     if batched:  # e_j for every sample at once, j = 1..N: (N, B, N) -> (N, B, M)
         basis = torch.eye(problem.n_in, dtype=G.dtype, device=G.device)
         basis = basis.unsqueeze(1).expand(problem.n_in, *G.shape)
-        (columns,) = torch.autograd.grad(G, U, basis, is_grads_batched=True, allow_unused=True)
-        if columns is None:  # G does not depend on U: its backward was not differentiable
-            columns = torch.zeros(problem.n_in, *U.shape, dtype=U.dtype, device=U.device)
-        return per_sample(problem, columns.permute(1, 2, 0))
+        (stacked,) = torch.autograd.grad(G, U, basis, is_grads_batched=True, allow_unused=True)
+        if stacked is None:  # G does not depend on U: its backward was not differentiable
+            stacked = torch.zeros(problem.n_in, *U.shape, dtype=U.dtype, device=U.device)
+        return per_sample(problem, stacked.permute(1, 2, 0))
     last = problem.n_in - 1
     columns = [
         _or_zeros(

@@ -248,7 +248,8 @@ class Retraced:
 
     def __init__(self, build: Callable[[], tuple[Callable, Watch]], storm: str) -> None:
         self.build, self.storm = build, storm
-        self.calls, self.retraces, self.warned = 0, collections.deque(maxlen=RETRACE_WARNING), False
+        self.calls, self.warned = 0, False
+        self.retraces: collections.deque[int] = collections.deque(maxlen=RETRACE_WARNING)
         self._trace()
 
     def _trace(self) -> None:

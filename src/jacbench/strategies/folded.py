@@ -94,8 +94,8 @@ def by_reverse_twice(f: Callable) -> Callable:
     compiler computes it once per call rather than inside every kernel that reads it."""
 
     def both(x: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
-        value, pull = torch.func.vjp(f, x)
-        _, push = torch.func.vjp(lambda u: pull(u)[0], torch.zeros_like(value))
+        value, pull = torch.func.vjp(f, x)  # type: ignore[misc]  # stub: a 3-tuple with has_aux
+        _, push = torch.func.vjp(lambda u: pull(u)[0], torch.zeros_like(value))  # type: ignore[misc]  # same
         basis = x.new_zeros(x.numel(), x.numel())
         basis.diagonal().fill_(1)
         columns = torch.func.vmap(lambda v: push(v.reshape(x.shape))[0])(basis)
