@@ -17,6 +17,7 @@ from hydra.experimental.callback import Callback
 
 from helpers.cli import NO_MLFLOW, NO_REPORT, QUICK, clean_env
 from helpers.tracking import mlflow_runs
+from jacbench.run.app import cores_per_job
 
 GRID = [  # 8 jobs: two of each kind (exact, approximate), both dtypes, two models
     "strategy=jacrev,fd_central",
@@ -118,6 +119,17 @@ def test_eight_joblib_jobs_on_four_workers_lose_nothing_and_a_rerun_sends_out_on
     assert len(cli.results()) == 8
     parents, children = mlflow_runs(cli.tracking_uri)
     assert len(parents) == 2 and len(children) == 9
+
+
+@pytest.mark.parametrize(
+    ("n_jobs", "cores", "each"),
+    [(4, 16, 4), (-1, 16, 1), (32, 16, 1), (4, None, 1), (-1, None, 1)],
+)
+def test_joblib_workers_share_the_cores_even_where_the_machine_does_not_count_them(
+    n_jobs, cores, each
+):
+    """os.cpu_count may answer None: one job per core then meant dividing by None."""
+    assert cores_per_job(n_jobs, cores) == each
 
 
 def test_force_reruns_done_jobs(cli):

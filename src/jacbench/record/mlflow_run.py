@@ -8,6 +8,7 @@ sweep in the launching process each address runs by id.
 from __future__ import annotations
 
 import enum
+import functools
 import json
 import math
 import os
@@ -420,7 +421,7 @@ def logged_run(tracking: Tracking, job_id: str) -> JobRuns:
         if time.time() - created < CUT_SHORT_S:
             in_progress = True
         else:
-            _retry(lambda r=run: client.delete_run(r.info.run_id))
+            _retry(functools.partial(client.delete_run, run.info.run_id))
     return JobRuns(closed[0] if closed else "", in_progress and not closed)
 
 
@@ -501,7 +502,7 @@ def _describe_experiment(store: Store) -> str:
             created = json.loads(old).get("createdAt") if old and "createdAt" in old else None
             wanted[TAG_PREFIX + key] = view_tag(key, created)
     for key, value in wanted.items():
-        _retry(lambda k=key, v=value: client.set_experiment_tag(experiment_id, k, v))
+        _retry(functools.partial(client.set_experiment_tag, experiment_id, key, value))
     return experiment_id
 
 
@@ -632,9 +633,13 @@ def finish_parent_run(tracking: Tracking, run_id: str, outcome: ParentOutcome) -
     for path in outcome.artifacts:
         try:
             if path.is_dir():
-                _retry(lambda p=path: client.log_artifacts(run_id, str(p), artifact_path=p.name))
+                _retry(
+                    functools.partial(
+                        client.log_artifacts, run_id, str(path), artifact_path=path.name
+                    )
+                )
             elif path.exists():
-                _retry(lambda p=path: client.log_artifact(run_id, str(p)))
+                _retry(functools.partial(client.log_artifact, run_id, str(path)))
         except Exception as exc:
             client.get_run(run_id)  # the file's fault, unless tracking went down meanwhile
             left_out.append(f"{path.name}: {type(exc).__name__}: {exc}")

@@ -139,7 +139,7 @@ class Recommendation:
             return f"{self.problem}: {self.untimed}"
         if self.best is None and self.none_finished:
             return f"{self.problem}: no strategy finished ({self.none_finished})."
-        if self.best is None:
+        if self.best is None or self.best_time is None:  # no pick, hence no time
             return f"{self.problem}: no strategy was within tolerance."
         if self.unsettled:
             return (
@@ -150,7 +150,7 @@ class Recommendation:
         text = f"{self.problem}: use **{self.best}** ({seconds_text(self.best_time)})"
         if self.best_kind == Kind.APPROXIMATE:
             text += f", approximate (err_eps {_eps_text(self.best_err_eps)})"
-        if self.runner_up:
+        if self.runner_up and self.runner_up_slower is not None:  # both or neither
             text += f"; runner-up {self.runner_up} ({factor_text(self.runner_up_slower)}x slower)"
         if self.speedup_vs_default:
             text += f"; {factor_text(self.speedup_vs_default)}x faster than {DEFAULT_STRATEGY}"
@@ -338,7 +338,7 @@ def rules_of_thumb(problems: list[tuple[str, pd.DataFrame]]) -> list[str]:
         total = count["forward"] + count["reverse"]
         if total == 0:
             continue
-        winner = max(count, key=count.get)
+        winner = max(count, key=lambda mode: count[mode])
         expected = "forward" if shape == "M > N" else "reverse"
         rules.append(
             f"{shape} (more {'outputs' if shape == 'M > N' else 'inputs'}): the fastest "

@@ -40,7 +40,12 @@ def make_console() -> Console:
     return Console(width=None if sys.stdout.isatty() else 160)
 
 
-STATUS_STYLE = {Status.OK: "green", Status.FAILED: "bold red", Status.SKIPPED: "yellow"}
+# Keyed by str: a Status is one, and rows read back from parquet hold plain values.
+STATUS_STYLE: dict[str, str] = {
+    Status.OK: "green",
+    Status.FAILED: "bold red",
+    Status.SKIPPED: "yellow",
+}
 
 
 def cell(value: object, spec: str) -> str:

@@ -50,9 +50,14 @@ def thread_cap() -> int | None:
     if launcher_kind(launcher) != LauncherKind.JOBLIB:
         return None
     cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count()
-    n_jobs = int(launcher.get("n_jobs") or -1)
-    n_jobs = cores if n_jobs < 1 else n_jobs
-    return max(1, (cores or 1) // n_jobs)
+    return cores_per_job(int(launcher.get("n_jobs") or -1), cores)
+
+
+def cores_per_job(n_jobs: int, cores: int | None) -> int:
+    """The cores each of ``n_jobs`` concurrent jobs gets (``n_jobs`` < 1: one job per core,
+    joblib's meaning); ``cores`` None where the machine does not say (``os.cpu_count``)."""
+    cores = cores or 1
+    return max(1, cores // (cores if n_jobs < 1 else n_jobs))
 
 
 def run_in_sweep(

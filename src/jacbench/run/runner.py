@@ -13,6 +13,7 @@ import json
 import re
 import subprocess
 import time
+from collections.abc import Mapping
 from dataclasses import dataclass
 from datetime import datetime, timezone
 from pathlib import Path
@@ -166,7 +167,7 @@ def _fields(record: Any) -> dict[str, Any]:
     return {f.name: getattr(record, f.name) for f in dataclasses.fields(record)}
 
 
-def combine(labels: dict[str, str], records: list[Any]) -> Result:
+def combine(labels: Mapping[str, object], records: list[Any]) -> Result:
     """One Result from the job's labels and the records its stages returned."""
     fields: dict[str, Any] = dict(labels)
     for record in records:

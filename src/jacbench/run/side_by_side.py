@@ -14,6 +14,7 @@ their strategies: nothing recorded is changed.
 from __future__ import annotations
 
 import dataclasses
+import functools
 import uuid
 from datetime import datetime, timezone
 from typing import Any
@@ -49,7 +50,7 @@ def run_pair(pair: Pair, registry: Registry, thread_cap: int | None = None) -> l
     side by side), never raised."""
     configs = pair.contestant_configs()
     labels = [job_labels(cfg) for cfg in configs]
-    marks = {"round": Round.SIDE_BY_SIDE, "pair_id": uuid.uuid4().hex}
+    marks: dict[str, Any] = {"round": Round.SIDE_BY_SIDE, "pair_id": uuid.uuid4().hex}
     try:
         jobs = [make_job(cfg, registry) for cfg in configs]
         apart = [key for key in SHARED if getattr(jobs[0], key) != getattr(jobs[1], key)]
@@ -103,7 +104,7 @@ def _measure_pair(jobs: list[JobSpec], records: list[list[Any]], stage: list[int
         judged.append(judged_first_call(job, problem, records[index], shared))
         check_interrupt()
     stage[0] = -1
-    timed = side_by_side({i: (lambda p=j.prep: p(problem.x)) for i, j in enumerate(judged)})
+    timed = side_by_side({i: functools.partial(j.prep, problem.x) for i, j in enumerate(judged)})
     for index, job in enumerate(jobs):
         stage[0] = index
         time_and_memory(

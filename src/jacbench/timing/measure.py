@@ -13,8 +13,9 @@ import os
 import statistics
 import sys
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Hashable, Iterator
 from dataclasses import dataclass
+from typing import TypeVar
 
 import torch
 from torch.utils import benchmark
@@ -28,6 +29,7 @@ from jacbench.timing.rule import MIN_BLOCKS, median_interval
 log = logging.getLogger("jacbench")
 LONG_TIMING_S = 5.0  # a timing this long says so first: a user then knows the job is alive
 MAX_RUN_FACTOR = 3.0  # a noisy timing goes on for at most this many times min_run_time
+K = TypeVar("K", bound=Hashable)  # what names the calls timed side by side
 
 
 @contextlib.contextmanager
@@ -172,8 +174,8 @@ def from_blocks(
 
 
 def side_by_side(
-    calls: dict[str, Callable[[], object]], rounds: int = 2 * MIN_BLOCKS, block_s: float = 0.02
-) -> dict[str, Timing]:
+    calls: dict[K, Callable[[], object]], rounds: int = 2 * MIN_BLOCKS, block_s: float = 0.02
+) -> dict[K, Timing]:
     """Time several calls interleaved in one process (A B A B ..., the order rotated each
     round), so that a change of the machine's load hits all of them alike instead of deciding
     their order. torch.utils.benchmark times one statement at a time, hence this loop; each
@@ -183,8 +185,8 @@ def side_by_side(
         start = time.perf_counter()
         call()
         numbers[name] = max(1, int(block_s / max(time.perf_counter() - start, 1e-9)))
-    walls: dict[str, list[float]] = {name: [] for name in calls}
-    cpus: dict[str, list[float]] = {name: [] for name in calls}
+    walls: dict[K, list[float]] = {name: [] for name in calls}
+    cpus: dict[K, list[float]] = {name: [] for name in calls}
     names = list(calls)
     for r in range(rounds):
         for name in names[r % len(names) :] + names[: r % len(names)]:
