@@ -111,6 +111,8 @@ def test_experiment_gets_a_description_classic_layout_and_listed_saved_views(tmp
     assert isinstance(envelope["name"], str) and isinstance(envelope["createdAt"], int)
     view = json.loads(envelope["state"])
     assert view["runsHiddenMode"] == "SHOW_ALL"  # MLflow's default hid all but 10 runs
+    # fastest first (within each parent: MLflow nests a sweep's runs under it)
+    assert (view["orderByKey"], view["orderByAsc"]) == ("metrics.`time_median_ms`", True)
     assert view["columnOrder"][:7] == [  # the answer, the time with its interval beside it
         "attributes.`Run Name`",
         "tags.`recommended_strategy`",

@@ -151,8 +151,10 @@ def _widths() -> dict[str, int]:
 
 def view_state() -> dict:
     """The runs table: the answer's columns first, every run listed (MLflow's default hid
-    all but the first 10)."""
+    all but the first 10), fastest first (MLflow sorts a parent's runs within it)."""
     return {
+        "orderByKey": "metrics.`time_median_ms`",
+        "orderByAsc": True,
         "selectedColumns": VIEW_COLUMNS,
         # MLflow applies widths only along a column order: run name first.
         "columnOrder": [RUN_NAME, *VIEW_COLUMNS],
@@ -180,8 +182,6 @@ def charts_state(problems: list[str] | None = None, parent_run_id: str = "") -> 
     return {
         **view_state(),
         "searchFilter": search,
-        "orderByKey": "metrics.`time_median_ms`",
-        "orderByAsc": True,
         "compareRunCharts": cards,
         "compareRunSections": sections,
         "hideEmptyCharts": True,
