@@ -258,21 +258,28 @@ def _parent_overview(page, found: Findings, recommended: str) -> None:
     )
 
 
+# the report's figure a reviewer looks for first: the time figure, or a map's winners (a
+# sweep over two numeric axes: the map's 150 problems draw no per-problem time figure)
+MAIN_FIGURES = ("time_per_strategy", "map_winner")
+
+
 def _parent_images(page, found: Findings, recommended: str) -> None:
-    """The image card of the report's time figure, scrolled to (MLflow draws cards and loads
+    """The image card of the report's main figure, scrolled to (MLflow draws cards and loads
     images lazily, as they come into view)."""
     _wait_for(page, "n_jobs")  # the metric cards: the page is drawn
     _close_assistant(page)
-    image = page.locator("img[src*='time_per_strategy']")
+    image = page.locator(", ".join(f"img[src*='{name}']" for name in MAIN_FIGURES))
     deadline = time.monotonic() + 20
     while not image.count() and time.monotonic() < deadline:
-        card = page.get_by_text("time_per_strategy", exact=True)
-        if card.count():
-            card.first.scroll_into_view_if_needed()
+        for name in MAIN_FIGURES:
+            card = page.get_by_text(name, exact=True)
+            if card.count():
+                card.first.scroll_into_view_if_needed()
+                break
         page.mouse.move(VIEWPORT["width"] / 2, VIEWPORT["height"] / 2)  # over the charts
         page.mouse.wheel(0, 500)
         page.wait_for_timeout(1000)
-    found.expect(image.count() > 0, "parent images: no time_per_strategy image")
+    found.expect(image.count() > 0, f"parent images: none of {', '.join(MAIN_FIGURES)}")
     if image.count():
         image.first.scroll_into_view_if_needed()
 
