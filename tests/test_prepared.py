@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import ast
+import dataclasses
 from dataclasses import replace
 from pathlib import Path
 
@@ -205,3 +206,22 @@ def test_no_import_cycles_between_modules():
 
     for name in graph:
         visit(name, ())
+
+
+@pytest.mark.parametrize("name", ALL)
+def test_every_strategy_says_what_it_built_and_with_which_options(name):
+    """Issue 44: ``prep.info`` was empty for every strategy but auto."""
+    problem = build_problem(MLP, torch.float64, CPU, seed=0)
+    spec = REGISTRY.get(name)
+    try:
+        prep = REGISTRY.prepare(name, problem, **spec.test_options)
+    except StrategySkip:
+        assert spec.mode is Mode.ANALYTIC
+        return
+    built = prep.info.built
+    if prep.info.chosen_strategy:  # auto: what it built is its choice's, with its options
+        assert built.startswith(REGISTRY.get(prep.info.chosen_strategy).doc.rstrip(".")), built
+        return
+    assert built and built.startswith(spec.doc.rstrip(".")), built
+    options = dataclasses.asdict(spec.make_options(spec.test_options))
+    assert all(f"{key}={value}" in built for key, value in options.items()), built

@@ -53,6 +53,7 @@ def make_result(**changes) -> Result:
         pattern_source="",
         decided_by="",
         tier="",
+        built="",
         reference_method="forward_float64",
         reference_uncertainty=1e-16,
         strategy_options="{}",

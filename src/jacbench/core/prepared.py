@@ -36,6 +36,7 @@ class PrepInfo:
     pattern_source: str = ""  # sparse: declared, traced, probed, or dense (and why)
     decided_by: str = ""  # auto: calibrated, remembered (from an earlier process) or rule
     tier: str = ""  # auto: eager, batched, folded or compiled (once the calls paid for it)
+    built: str = ""  # every strategy: what its setup made, with the options it was made with
 
 
 class Tiers(Protocol):

@@ -57,6 +57,15 @@ class StrategySpec:
     # expensive defaults (auto: no compiling); its defaults keep their own tests
     test_options: dict[str, Any] = dataclasses.field(default_factory=dict, hash=False)
 
+    def describe(self, opts: Any = None) -> str:
+        """``<doc line>; k=v, ...``: what the strategy makes, with the options it was made
+        with (defaults included: chunk_size, compile, eps...)."""
+        text = self.doc.rstrip(".") or self.name
+        if dataclasses.is_dataclass(opts) and not isinstance(opts, type):
+            values = ", ".join(f"{k}={v}" for k, v in dataclasses.asdict(opts).items())
+            text += f"; {values}" if values else ""
+        return text
+
     def make_options(self, values: dict[str, Any]) -> Any:
         """Build the typed options; their ``__post_init__`` validates the values."""
         known = {f.name for f in dataclasses.fields(self.options)}
@@ -80,18 +89,23 @@ class StrategySpec:
         # other use of torch's process-wide state (tracing, forward mode: TORCH_STATE)
         with TORCH_STATE, torch.no_grad():
             built = self.setup(problem, opts)
-        return self.wrap(problem, built)
+        return self.wrap(problem, built, opts)
 
-    def wrap(self, problem: Problem, built: JacobianFn | Declared) -> Prepared:
-        """What the setup built, as the ``Prepared`` called at every point."""
+    def wrap(self, problem: Problem, built: JacobianFn | Declared, opts: Any = None) -> Prepared:
+        """What the setup built, as the ``Prepared`` called at every point; its info says
+        what that is for every strategy (``PrepInfo.built``: its one-line description and
+        options) beside what the strategy declared itself."""
         declared = built if isinstance(built, Declared) else Declared(built)
+        info = declared.info
+        if not info.built:
+            info = dataclasses.replace(info, built=self.describe(opts))
         return Prepared(
             fn=declared.jac,
             strategy=self.name,
             shape=tuple(problem.x.shape),
             dtype=problem.dtype,
             device=problem.device,
-            declared_info=declared.info,
+            declared_info=info,
             mode=declared.mode or self.mode,
             tiers=declared.tiers,
             value_fn=problem.f if problem.batch == 1 else problem.f_many,

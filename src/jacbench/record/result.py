@@ -48,6 +48,7 @@ class Result:
     chosen_strategy: str = ""  # what `auto` picked (empty for other strategies)
     decided_by: str = ""  # how auto picked it: calibrated, remembered or rule
     tier: str = ""  # auto: the tier timed (compiled once settled; eager where compiling fails)
+    built: str = ""  # what the strategy's setup made, with its options (PrepInfo.built)
     wrt: str = ""  # input or params
     n_in: int | None = None  # N: the Jacobian has n_out rows and n_in columns
     n_out: int | None = None  # M

@@ -274,6 +274,7 @@ def result_table(result: Result, with_reason: bool = True) -> Table:
     rows = [
         ("problem", _problem(result)),
         ("strategy", _strategy(result)),
+        *([("built", result.built)] if result.built else []),
         ("dtype / device", f"{result.dtype} / {device}"),
         ("status", f"[{style}]{result.status}[/]{reason}"),
         *_measured_rows(result),

@@ -134,6 +134,7 @@ class FirstCallRecord:
     pattern_source: str
     decided_by: str
     tier: str
+    built: str
 
 
 @dataclass(frozen=True)
