@@ -76,7 +76,7 @@ def test_the_readme_is_short_and_its_links_resolve():
         if not target.startswith("http"):
             assert (ROOT / target).exists(), f"README links to {target}, which does not exist"
     for page in DOCS.glob("*.md"):
-        for target in re.findall(r"\]\(([^)#]+\.md)\)", page.read_text()):
+        for target in re.findall(r"\]\(([^)#]+\.(?:md|png))\)", page.read_text()):
             assert (page.parent / target).exists(), f"{page.name} links to missing {target}"
 
 

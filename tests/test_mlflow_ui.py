@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 import math
 import os
+import re
 import shutil
 from datetime import datetime, timedelta, timezone
 from pathlib import Path
@@ -226,6 +227,12 @@ def test_sweep_parent_run_answers_through_the_mlflow_api(cli):
     first = tags["mlflow.note.content"].splitlines()[0]
     assert "([the report](/#/experiments/" in first and "/artifacts/report/report.html?" in first
     assert "Chart tab" not in tags["mlflow.note.content"]
+    # the figures at full size (MLflow's image cards are thumbnails), linked as artifacts,
+    # each address whole on its line (the wrapping once broke them: no link in markdown)
+    note = tags["mlflow.note.content"]
+    assert "Figures at full size: [" in " ".join(note.split())
+    link = r"\[time_per_strategy\]\(/#/experiments/\d+/runs/\w+/artifacts/report/time_per_strategy"
+    assert re.search(link + r"\.png\?workflowType=machine_learning\)", note), note
     for child in children:
         assert child.info.end_time - child.info.start_time >= child.data.metrics["measure_ms"]
     # figures as MLflow images (the run's image views), not only files: the report's on the

@@ -125,7 +125,11 @@ MAX_LINE = 120  # the Overview shows markdown: longer lines made the page 7415 p
 
 
 def _wrapped(text: str, indent: str = "") -> list[str]:
-    return textwrap.wrap(text, MAX_LINE, subsequent_indent=indent, break_on_hyphens=False)
+    """Lines of at most MAX_LINE characters, a word never broken (a link's address broken
+    across lines is no link in markdown)."""
+    return textwrap.wrap(
+        text, MAX_LINE, subsequent_indent=indent, break_on_hyphens=False, break_long_words=False
+    )
 
 
 def short_line(rec: Recommendation, group: pd.DataFrame) -> str:
