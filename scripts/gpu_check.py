@@ -179,6 +179,7 @@ def check_device_names(device: str, scratch: Path) -> Check:
     client = MlflowClient(tracking_uri=f"sqlite:///{folder / 'mlflow.db'}")
     experiment = client.get_experiment_by_name("jacbench")
     runs = client.search_runs([experiment.experiment_id], "tags.`mlflow.parentRunId` != ''")
+    runs = [r for r in runs if r.data.tags.get("jacbench.role") != "answer"]  # jobs only
     logged = {r.data.params.get("device_name") or r.data.tags.get("device_name") for r in runs}
     detail = f"parquet {sorted(names)}, MLflow {sorted(map(str, logged))}, expected {want!r}"
     return Check("device names", names == {want} and logged == {want}, detail)

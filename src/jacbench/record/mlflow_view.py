@@ -151,10 +151,10 @@ def _widths() -> dict[str, int]:
 
 def view_state() -> dict:
     """The runs table: the answer's columns first, every run listed (MLflow's default hid
-    all but the first 10), fastest first (MLflow sorts a parent's runs within it)."""
+    all but the first 10). Not sorted by time: sorted by a metric, MLflow 3.17 lists every
+    run flat, the sweep's run (and its answer) last; its charts view lists the jobs fastest
+    first (``charts_state``)."""
     return {
-        "orderByKey": "metrics.`time_median_ms`",
-        "orderByAsc": True,
         "selectedColumns": VIEW_COLUMNS,
         # MLflow applies widths only along a column order: run name first.
         "columnOrder": [RUN_NAME, *VIEW_COLUMNS],
@@ -182,6 +182,8 @@ def charts_state(problems: list[str] | None = None, parent_run_id: str = "") -> 
     return {
         **view_state(),
         "searchFilter": search,
+        "orderByKey": "metrics.`time_median_ms`",
+        "orderByAsc": True,
         "compareRunCharts": cards,
         "compareRunSections": sections,
         "hideEmptyCharts": True,
