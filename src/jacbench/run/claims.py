@@ -21,7 +21,6 @@ import contextlib
 import json
 import os
 import socket
-import threading
 import time
 import uuid
 from collections.abc import Callable, Iterator
@@ -29,6 +28,7 @@ from pathlib import Path
 from typing import Any
 
 from jacbench.run.orphans import pid_alive
+from jacbench.run.periodic import every
 
 CLAIMS = ".claims"
 POLL_S = 0.5
@@ -161,19 +161,13 @@ def release_sweep(folder: Path, sweep: str) -> int:
 def _beating(path: Path) -> Iterator[None]:
     """Touch ``path`` every HEARTBEAT_S while the body runs (a daemon thread: it never keeps
     a process alive, and stops beating when the process stops)."""
-    stop = threading.Event()
 
     def beat() -> None:
-        while not stop.wait(HEARTBEAT_S):
-            with contextlib.suppress(OSError):
-                os.utime(path)
+        with contextlib.suppress(OSError):
+            os.utime(path)
 
-    thread = threading.Thread(target=beat, name="jacbench-claim-heartbeat", daemon=True)
-    thread.start()
-    try:
+    with every(HEARTBEAT_S, beat, "jacbench-claim-heartbeat"):
         yield
-    finally:
-        stop.set()
 
 
 @contextlib.contextmanager

@@ -17,7 +17,6 @@ from __future__ import annotations
 import contextlib
 import itertools
 import sys
-import threading
 import time
 from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -37,6 +36,7 @@ from jacbench.run.claims import holder, sweep_holds_any
 from jacbench.run.identity import config_hash
 from jacbench.run.inputs import check_round, check_strategy_options, refusing
 from jacbench.run.launchers import launcher_kind
+from jacbench.run.periodic import every
 from jacbench.run.resume import count_as_done, reusable
 from jacbench.run.sweep import slurm
 from jacbench.run.sweep.lifecycle import close_sweep
@@ -227,19 +227,13 @@ class Sweep:
         if launcher_kind(self.config.hydra.launcher) != LauncherKind.OTHER:
             yield
             return
-        stop = threading.Event()
 
         def report() -> None:
-            while not stop.wait(PENDING_REPORT_S):
-                for line in slurm.pending_reasons(self._tasks()):
-                    print(f"jacbench: SLURM task {line}", file=sys.stderr, flush=True)
+            for line in slurm.pending_reasons(self._tasks()):
+                print(f"jacbench: SLURM task {line}", file=sys.stderr, flush=True)
 
-        thread = threading.Thread(target=report, name="jacbench-pending", daemon=True)
-        thread.start()
-        try:
+        with every(PENDING_REPORT_S, report, "jacbench-pending"):
             yield
-        finally:
-            stop.set()
 
 
 def run_sweep(
