@@ -6,6 +6,8 @@ round's rows), and what its answer says of the re-timings it finds among the row
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+
 import pandas as pd
 from omegaconf import DictConfig
 
@@ -16,7 +18,7 @@ from jacbench.report.problems import latest_ok, normalise, problems
 from jacbench.run.pair import Pair, contestant
 
 
-def contested_pairs(rows: pd.DataFrame, configs: list[DictConfig]) -> list[Pair]:
+def contested_pairs(rows: pd.DataFrame, configs: Sequence[DictConfig]) -> list[Pair]:
     """One pair per problem whose recommendation has a runner-up: the best and the runner-up
     (``report.analysis.recommend`` over ``rows``, the first round's rows with their
     ``job_num``; ``configs``: the sweep's composed job configs, by job_num)."""
