@@ -38,10 +38,11 @@ from pathlib import Path
 import numpy as np
 import torch
 
+from jacbench.benchmark.problems import build_problem
+from jacbench.benchmark.reference import sampled_entries, sampled_reference
 from jacbench.core import sparsity
 from jacbench.core.numerics import tolerance
-from jacbench.core.problem import Problem, build_problem
-from jacbench.core.reference import sampled_entries, sampled_reference
+from jacbench.core.problem import Problem
 from jacbench.core.registry import load_registry
 from jacbench.core.strategy import Kind
 from jacbench.models.adbench import BundleAdjustment

@@ -34,7 +34,8 @@ import torch
 import yaml
 
 import jacbench
-from jacbench.core.problem import Problem, build_problem
+from jacbench.benchmark.problems import build_problem
+from jacbench.core.problem import Problem
 from jacbench.core.registry import load_registry
 from jacbench.core.strategy import Kind, StrategySkip
 from jacbench.run.config import conf_dir

@@ -35,8 +35,9 @@ from collections.abc import Callable
 import torch
 from torch.utils import benchmark
 
+from jacbench.benchmark.problems import build_problem
 from jacbench.core import sparsity
-from jacbench.core.problem import Problem, build_problem
+from jacbench.core.problem import Problem
 from jacbench.core.registry import load_registry
 from jacbench.timing.interleaved import seconds_per_call
 from jacbench.timing.measure import peak_memory

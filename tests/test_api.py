@@ -2,10 +2,17 @@
 
 from __future__ import annotations
 
+import ast
+import json
+import subprocess
+import sys
+from pathlib import Path
+
 import pytest
 import torch
 
 import jacbench
+from helpers.contract import compiles
 from jacbench.core.errors import ConfigError
 from jacbench.core.registry import load_registry
 
@@ -148,17 +155,103 @@ def test_a_function_vmap_cannot_batch_still_loops():
     assert torch.allclose(jac, jacbench.prepare(f, x, "fd_forward_loop")(x), atol=1e-12)
 
 
-def test_the_library_imports_no_hydra_mlflow_or_pandas():
-    """Issue 33: a fresh process's preparation is what a short fit pays for; jacbench.prepare
-    imported Hydra (0.24 s) through the problem module, which the library does not use."""
-    import subprocess
-    import sys
+# The library (issue 45): core, strategies and api, apart from the benchmark. What it may import:
+# itself, the standard library and these packages.
+SRC = Path(jacbench.__file__).resolve().parent
+LIBRARY = ("jacbench.core", "jacbench.strategies", "jacbench.api")
+LIBRARY_NEEDS = {"torch", "numpy", "scipy"}
+# auto's calibration times its candidates with timing's interleaved clock and asks whether the
+# process waited for a core (contention, which reads rule's threshold): the only timing modules
+# the library imports; the rest of timing (measure, noise, config) is the benchmark's.
+LIBRARY_TIMING = {
+    "jacbench.timing",
+    "jacbench.timing.interleaved",
+    "jacbench.timing.contention",
+    "jacbench.timing.rule",
+}
+# What a user of the library never pays for: the benchmark's packages and its dependencies.
+BENCHMARK = ("jacbench.benchmark", "jacbench.run", "jacbench.record", "jacbench.report")
+BENCHMARK += ("jacbench.timing", "jacbench.experiments", "jacbench.models", "jacbench.testing")
+BENCHMARK_NEEDS = ("hydra", "omegaconf", "mlflow", "pandas", "pyarrow")
 
-    heavy = ("hydra", "omegaconf", "pandas", "mlflow", "pyarrow")
+
+def _within(module: str, packages: tuple[str, ...] | set[str]) -> bool:
+    return any(module == p or module.startswith(p + ".") for p in packages)
+
+
+def _is_module(name: str) -> bool:
+    path = SRC.parent.joinpath(*name.split("."))
+    return path.with_suffix(".py").is_file() or (path / "__init__.py").is_file()
+
+
+def _imported(path: Path) -> set[str]:
+    """Every module an import statement of ``path`` names (inside functions and under
+    TYPE_CHECKING too); ``from pkg import mod`` names pkg.mod where that is a module."""
+    names = set()
+    for node in ast.walk(ast.parse(path.read_text())):
+        if isinstance(node, ast.Import):
+            names |= {alias.name for alias in node.names}
+        elif isinstance(node, ast.ImportFrom):
+            assert node.level == 0 and node.module, f"{path}: a relative import"
+            subs = {f"{node.module}.{alias.name}" for alias in node.names}
+            names |= {node.module, *(s for s in subs if s.startswith("jacbench") and _is_module(s))}
+    return names
+
+
+def _library_files() -> list[Path]:
+    timing = [SRC.parent.joinpath(*m.split(".")) for m in sorted(LIBRARY_TIMING)]
+    files = [*(SRC / "core").rglob("*.py"), *(SRC / "strategies").rglob("*.py"), SRC / "api.py"]
+    return files + [t / "__init__.py" if t.is_dir() else t.with_suffix(".py") for t in timing]
+
+
+def test_the_library_imports_only_itself_the_standard_library_torch_numpy_and_scipy():
+    """Issue 45: the benchmark's pieces (the reference, the config-to-Problem builder and its
+    Hydra, the judging) lived in core; the library may not import them, not even lazily."""
+    wrong = []
+    for path in _library_files():
+        for name in sorted(_imported(path)):
+            top = name.split(".")[0]
+            if top == "jacbench":
+                ok = _within(name, LIBRARY) or name in LIBRARY_TIMING
+            else:
+                ok = top in sys.stdlib_module_names or top in LIBRARY_NEEDS
+            if not ok:
+                wrong.append(f"{path.relative_to(SRC.parent)} imports {name}")
+    assert not wrong, "\n".join(wrong)
+
+
+def _prepare_cases(compiling: bool) -> list[tuple[str, dict]]:
+    registry = load_registry()
+    cases = [(name, registry.get(name).test_options) for name in registry.names()]
+    return [(name, opts) for name, opts in cases if compiles(name, opts) == compiling]
+
+
+@pytest.mark.parametrize(
+    "compiling", [False, pytest.param(True, marks=pytest.mark.compiles)], ids=["eager", "compiled"]
+)
+def test_preparing_with_every_strategy_loads_nothing_of_the_benchmark(compiling):
+    """Issue 33: a fresh process's preparation is what a short fit pays for; jacbench.prepare
+    imported Hydra (0.24 s) through the problem module, which the library does not use.
+    Issue 45: nor the benchmark's packages, through any strategy (in a fresh process, as a user
+    types it)."""
+    cases = _prepare_cases(compiling)
     code = (
-        "import sys, torch, jacbench\n"
-        "jacbench.prepare(lambda x: x.sin() * x[0], torch.randn(3))(torch.randn(3))\n"
-        f"print(sorted(m for m in {heavy!r} if m in sys.modules))"
+        "import json, sys, torch, jacbench\n"
+        "f = lambda x: x.sin() * x[0]\n"
+        "jacbench.prepare(f, torch.randn(3))(torch.randn(3))\n"
+        "ran = []\n"
+        f"for name, options in {cases!r}:\n"
+        "    x = torch.randn(3, dtype=torch.float64)\n"
+        "    try:\n"
+        "        jacbench.prepare(f, x, name, **options)(x)\n"
+        "    except jacbench.StrategySkip:\n"
+        "        continue\n"
+        "    ran.append(name)\n"
+        "print(json.dumps({'ran': ran, 'modules': sorted(sys.modules)}))"
     )
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
-    assert done.stdout.strip() == "[]"
+    out = json.loads(done.stdout.splitlines()[-1])
+    assert set(out["ran"]) == {name for name, _ in cases} - {"analytic"}  # f has no formula
+    loaded = [m for m in out["modules"] if _within(m, BENCHMARK) and m not in LIBRARY_TIMING]
+    loaded += [m for m in out["modules"] if _within(m, BENCHMARK_NEEDS)]
+    assert loaded == []

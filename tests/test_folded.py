@@ -14,6 +14,7 @@ from torch.fx.experimental.proxy_tensor import make_fx
 from torch.fx.passes.shape_prop import ShapeProp
 
 from helpers.contract import jacobian_at
+from jacbench.benchmark.problems import build_problem
 from jacbench.core.errors import StrategySkip
 from jacbench.core.fold import (
     NARROW,
@@ -24,7 +25,6 @@ from jacbench.core.fold import (
     traced,
     transpose_narrow,
 )
-from jacbench.core.problem import build_problem
 from jacbench.core.registry import load_registry
 from jacbench.core.tiers import Stage, Tiered
 from jacbench.run.config import conf_dir

@@ -10,9 +10,9 @@ import pytest
 import torch
 
 from helpers.cli import compose_job
+from jacbench.benchmark.problems import build_problem
+from jacbench.benchmark.reference import SAMPLED_METHOD
 from jacbench.core import memory_budget, sparsity
-from jacbench.core.problem import build_problem
-from jacbench.core.reference import SAMPLED_METHOD
 from jacbench.core.registry import load_registry
 from jacbench.models.hand_tracking import THETA, HandTracking
 from jacbench.run.runner import execute

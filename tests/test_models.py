@@ -8,8 +8,8 @@ import torch
 import yaml
 
 from helpers.contract import compiles_or_calibrates, jacobian, rel_err
-from jacbench.core.problem import build_problem
-from jacbench.core.reference import reference_jacobian
+from jacbench.benchmark.problems import build_problem
+from jacbench.benchmark.reference import reference_jacobian
 from jacbench.core.registry import load_registry
 from jacbench.core.strategy import Kind, StrategySkip
 from jacbench.run.config import conf_dir

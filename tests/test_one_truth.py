@@ -23,6 +23,7 @@ from jacbench.record.parquet import write_result
 from jacbench.record.result import Round
 from jacbench.run.identity import config_hash
 from jacbench.run.pair import Pair, contestant
+from jacbench.run.provenance import JACBENCH, measuring_files
 from jacbench.run.resume import current_provenance, reusable
 from jacbench.run.sweep.retiming import contested_pairs
 from jacbench.timing.rule import MIN_BLOCKS
@@ -140,6 +141,14 @@ def test_a_row_is_reused_only_while_what_made_it_is_unchanged(tmp_path, changed,
     keep = compose_job("strategy=jacrev", *LAUNCH_FAST, "reuse_stale=true")
     found = reusable(keep, tmp_path, force=False)
     assert found is not None and found.files == (stale,) and said in found.stale
+
+
+def test_the_measuring_code_includes_the_reference_the_judging_and_the_problem_builder():
+    """Issue 45 moved them out of core into the benchmark package: a change in any of them may
+    change a row's answer or verdict, so the code digest that decides a rerun must cover them."""
+    files = {path.relative_to(JACBENCH).as_posix() for path in measuring_files("")}
+    moved = {"benchmark/reference.py", "benchmark/judging.py", "benchmark/problems.py"}
+    assert moved | {"core/problem.py", "core/numerics.py", "run/runner.py"} <= files
 
 
 def test_a_job_that_runs_elsewhere_is_left_to_its_node_and_a_retiming_is_no_first_round(tmp_path):

@@ -87,3 +87,17 @@ def test_each_old_path_names_its_replacement(old):
     with pytest.warns(DeprecationWarning, match=f"jacbench.{old} is deprecated") as caught:
         importlib.import_module(f"jacbench.{old}")
     assert caught[0].filename == __file__ or "importlib" in caught[0].filename
+
+
+def test_the_old_problem_path_still_has_the_problem_builder():
+    """Issue 45 moved the config-to-Problem builder to the benchmark side; plugin tests written
+    against the earlier release import it from ``jacbench.problem`` (the complex-step plugin's
+    did: ``from jacbench.problem import build_problem``)."""
+    from jacbench.benchmark import problems
+
+    sys.modules.pop("jacbench.problem", None)
+    with pytest.warns(DeprecationWarning, match="jacbench.problem is deprecated"):
+        old = importlib.import_module("jacbench.problem")
+    assert old.build_problem is problems.build_problem and old.ModelKeys is problems.ModelKeys
+    for name in ("Problem", "FunctionModule", "make_problem"):
+        assert getattr(old, name) is getattr(problem, name)

@@ -14,8 +14,8 @@ import jacbench
 from helpers.cli import compose_job
 from helpers.contract import rel_err
 from jacbench import testing
+from jacbench.benchmark.problems import ModelKeys, build_problem
 from jacbench.core.errors import ConfigError, PointMismatch
-from jacbench.core.problem import ModelKeys, build_problem
 from jacbench.core.registry import load_registry
 from jacbench.core.strategy import Kind, Mode, StrategySkip
 from jacbench.run.config import conf_dir

@@ -10,12 +10,12 @@ import pytest
 import torch
 
 from helpers.cli import compose_job
+from jacbench.benchmark.judging import compare
+from jacbench.benchmark.problems import build_problem
+from jacbench.benchmark.reference import ANALYTIC, FORWARD, REVERSE, References, _row_loop
 from jacbench.core.enums import Kind, Mode
 from jacbench.core.errors import ConfigError
 from jacbench.core.memory_budget import available_cpu_memory, check_fits
-from jacbench.core.numerics import compare
-from jacbench.core.problem import build_problem
-from jacbench.core.reference import ANALYTIC, FORWARD, REVERSE, References, _row_loop
 from jacbench.core.registry import load_registry
 from jacbench.run.runner import execute
 

@@ -10,11 +10,12 @@ from mlflow.tracking import MlflowClient
 import jacbench
 from helpers.cli import QUICK, compose_job
 from helpers.contract import jacobian_at, rel_err
+from jacbench.benchmark.judging import compare
+from jacbench.benchmark.problems import build_problem
+from jacbench.benchmark.reference import reference_jacobian
 from jacbench.core import sparsity
 from jacbench.core.errors import ConfigError
-from jacbench.core.numerics import compare
-from jacbench.core.problem import build_problem, make_problem
-from jacbench.core.reference import reference_jacobian
+from jacbench.core.problem import make_problem
 from jacbench.core.registry import load_registry
 from jacbench.core.strategy import Kind
 from jacbench.models.pde import Burgers1D

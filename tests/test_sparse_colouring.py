@@ -8,8 +8,8 @@ import numpy as np
 import pytest
 import torch
 
+from jacbench.benchmark.problems import build_problem
 from jacbench.core import colouring, sparsity
-from jacbench.core.problem import build_problem
 from jacbench.models.pde import Laplacian2D, banded_pattern
 
 CPU = torch.device("cpu")

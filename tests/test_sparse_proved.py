@@ -12,10 +12,10 @@ import torch
 
 import jacbench
 from helpers.contract import rel_err
+from jacbench.benchmark.problems import build_problem
 from jacbench.core import sparsity
 from jacbench.core.errors import ConfigError
 from jacbench.core.pattern_trace import Unprovable, traced_pattern
-from jacbench.core.problem import build_problem
 from jacbench.models.pde import Burgers1D, banded_pattern
 
 N = 64

@@ -6,9 +6,10 @@ import pytest
 import torch
 
 from helpers.contract import CONTRACT_MLP, CONTRACT_RECIPROCAL, jacobian, rel_err
-from jacbench.core.numerics import compare
-from jacbench.core.problem import build_problem, make_problem
-from jacbench.core.reference import reference_jacobian
+from jacbench.benchmark.judging import compare
+from jacbench.benchmark.problems import build_problem
+from jacbench.benchmark.reference import reference_jacobian
+from jacbench.core.problem import make_problem
 from jacbench.core.registry import load_registry
 from jacbench.core.strategy import Kind, Mode, StrategySkip
 

@@ -9,8 +9,8 @@ import torch
 
 import jacbench
 from helpers.contract import compiles
-from jacbench.core.problem import build_problem
-from jacbench.core.reference import reference_jacobian
+from jacbench.benchmark.problems import build_problem
+from jacbench.benchmark.reference import reference_jacobian
 from jacbench.core.registry import load_registry
 from jacbench.core.strategy import Kind, StrategySkip
 

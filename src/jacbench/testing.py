@@ -17,9 +17,10 @@ from enum import Enum
 
 import torch
 
+from jacbench.benchmark.problems import build_problem
 from jacbench.core.enums import Kind, Mode
 from jacbench.core.errors import PointMismatch, StrategySkip
-from jacbench.core.problem import Problem, build_problem
+from jacbench.core.problem import Problem
 from jacbench.core.registry import Registry, load_registry
 
 CPU = torch.device("cpu")

@@ -10,8 +10,8 @@ import pytest
 import torch
 
 from jacbench import StrategySkip
-from jacbench.core.problem import build_problem
-from jacbench.core.reference import reference_jacobian
+from jacbench.benchmark.problems import build_problem
+from jacbench.benchmark.reference import reference_jacobian
 from jacbench.core.registry import load_registry
 from jacbench.record.parquet import read_results
 

@@ -1,2 +1,2 @@
-"""The contract: problems, strategies, prepared Jacobians, the registry, references, numerics
+"""The library's contract: problems, strategies, prepared Jacobians, the registry, numerics
 and sparsity."""

@@ -39,7 +39,7 @@ class MemoryEstimate:
 
 
 # Above this many entries the dense float64 reference (and its check) is not built: the
-# verdict comes from a sampled reference (jacbench.core.reference.sampled_reference).
+# verdict comes from a sampled reference (jacbench.benchmark.reference.sampled_reference).
 DENSE_REFERENCE_MAX = 1 << 25  # 33.5 million entries: 256 MiB a float64 copy
 
 

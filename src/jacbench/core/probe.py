@@ -22,6 +22,7 @@ import torch
 from torch.overrides import TorchFunctionMode
 
 from jacbench.core.errors import GraphCut, RandomFunction, UnsupportedFunction
+from jacbench.core.float64 import in_float64
 from jacbench.core.model_checks import check_output, evaluated
 from jacbench.core.prepared import TORCH_STATE
 
@@ -202,8 +203,6 @@ def _cut_confirmed(f: Callable, x: torch.Tensor, cuts: list[str]) -> None:
     float64 central differences along a random direction v (with their own error bound,
     from the gap between steps h and 2h) against forward mode's J v and reverse mode's
     u.J v. A cut that changes nothing (a mask from ``x.detach() > 0``) passes."""
-    from jacbench.core.reference import in_float64
-
     f64, x64 = in_float64(f), x.detach().to(torch.float64)
     gen = torch.Generator().manual_seed(0)
     v = torch.randn(x64.shape, generator=gen, dtype=torch.float64)

@@ -3,10 +3,10 @@ device and the machine (``Provenance``). A job records it in its row; a rerun re
 while all of it is unchanged (``stale_reason`` says what changed; ``jacbench.run.resume``).
 
 The measuring code is known by a digest of its source files (``code_digest``): jacbench's
-core, strategies, timing and models packages and its runner, plus the strategy's own module
-and the model's where they live outside jacbench (a plugin, a user's model). A file's digest
-is kept while its size and modification time stay the same, so a sweep asks for it per job
-at the cost of a few ``stat`` calls.
+core, strategies, benchmark (the reference and the judging), timing and models packages and its
+runner, plus the strategy's own module and the model's where they live outside jacbench (a
+plugin, a user's model). A file's digest is kept while its size and modification time stay
+the same, so a sweep asks for it per job at the cost of a few ``stat`` calls.
 """
 
 from __future__ import annotations
@@ -26,7 +26,7 @@ from jacbench.core.version import VERSION
 
 JACBENCH = Path(__file__).resolve().parents[1]  # the jacbench package
 # The code a measurement runs: a change in any of it may change a time or an answer.
-MEASURING = ("core", "strategies", "timing", "models", "run/runner.py")
+MEASURING = ("core", "strategies", "benchmark", "timing", "models", "run/runner.py")
 
 
 @functools.cache

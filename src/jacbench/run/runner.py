@@ -22,19 +22,21 @@ from typing import Any
 import torch
 from omegaconf import DictConfig
 
-from jacbench.core.errors import ConfigError, StrategySkip
-from jacbench.core.interrupt import check as check_interrupt
-from jacbench.core.interrupt import raise_if_interrupt
-from jacbench.core.memory_budget import check_fits, sampled
-from jacbench.core.numerics import ErrorMetrics, compare, tolerance
-from jacbench.core.problem import Problem, build_problem
-from jacbench.core.reference import (
+from jacbench.benchmark.judging import ErrorMetrics, compare
+from jacbench.benchmark.problems import build_problem
+from jacbench.benchmark.reference import (
     SAMPLED_METHOD,
     Reference,
     References,
     sampled_entries,
     sampled_reference,
 )
+from jacbench.core.errors import ConfigError, StrategySkip
+from jacbench.core.interrupt import check as check_interrupt
+from jacbench.core.interrupt import raise_if_interrupt
+from jacbench.core.memory_budget import check_fits, sampled
+from jacbench.core.numerics import tolerance
+from jacbench.core.problem import Problem
 from jacbench.core.registry import Registry
 from jacbench.core.strategy import Mode
 from jacbench.core.version import VERSION

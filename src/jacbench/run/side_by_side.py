@@ -19,12 +19,12 @@ import uuid
 from datetime import datetime, timezone
 from typing import Any
 
+from jacbench.benchmark.problems import build_problem
+from jacbench.benchmark.reference import References
 from jacbench.core.errors import ConfigError
 from jacbench.core.interrupt import check as check_interrupt
 from jacbench.core.interrupt import raise_if_interrupt
 from jacbench.core.memory_budget import sampled
-from jacbench.core.problem import build_problem
-from jacbench.core.reference import References
 from jacbench.core.registry import Registry
 from jacbench.record.result import Result, Round, Status
 from jacbench.run.config import job_labels

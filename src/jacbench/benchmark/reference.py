@@ -24,15 +24,13 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 import torch
-from torch.overrides import TorchFunctionMode
-from torch.utils._pytree import tree_map
 
 from jacbench.core.enums import Mode
+from jacbench.core.float64 import Float64Mode, Fn, in_float64
 
 if TYPE_CHECKING:
     from jacbench.core.problem import Problem
 
-Fn = Callable[[torch.Tensor], torch.Tensor]
 ANALYTIC, FORWARD, REVERSE = "analytic", "forward_float64", "reverse_float64"
 # Preference of reference methods per strategy mode: never the strategy's own mode first.
 PREFERENCE: dict[Mode, tuple[str, ...]] = {
@@ -47,34 +45,6 @@ PASS_LIMIT = 16384
 PASS_RATIO = 64
 # Basis vectors pushed through at once: bounds the reference's memory for large Jacobians.
 CHUNK_NUMBERS = 1 << 22
-
-
-def _up(value: Any) -> Any:
-    if isinstance(value, torch.Tensor) and value.is_floating_point():
-        return value if value.dtype == torch.float64 else value.double()
-    if isinstance(value, torch.dtype) and value.is_floating_point:
-        return torch.float64
-    return value
-
-
-class Float64Mode(TorchFunctionMode):
-    """Every floating tensor (and floating dtype) a torch function receives becomes float64.
-
-    Casting the module moves its parameters and buffers, but not constants a plain function
-    keeps in a closure or a global: without this, ``w @ x`` fails with mixed dtypes (or,
-    worse, silently keeps float32 rounding in the reference)."""
-
-    def __torch_function__(self, func, types, args=(), kwargs=None):
-        args, kwargs = tree_map(_up, (args, kwargs or {}))
-        return func(*args, **kwargs)
-
-
-def in_float64(f: Fn) -> Fn:
-    def f64(v: torch.Tensor) -> torch.Tensor:
-        with Float64Mode():
-            return f(v)
-
-    return f64
 
 
 def _chunk(n_in: int, n_out: int) -> int:
