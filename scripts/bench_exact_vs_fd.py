@@ -6,7 +6,7 @@ the batched forward difference (fd_forward), PyTorch's default (functional), the
 strategies (eager and compiled), a hand-built ``torch.compile(torch.func.jacfwd(f))``, the
 default ``auto`` after warm-up (``settled()``: its compiled tier) and ``auto`` with
 ``upfront=True``, then times them by CPU time in interleaved rounds
-(``jacbench.timing.interleaved``: each round times every one once, so drift of a noisy
+(``jacbench.core.interleaved``: each round times every one once, so drift of a noisy
 machine hits all alike), one thread pinned to one core (``--core``: unpinned, XLA's time
 doubled here), and prints medians and ratios, per dtype. On seed004_lm it adds JAX's
 ``jit(jacfwd)`` of the same function (same weights, same samples) where JAX is installed,
@@ -35,12 +35,12 @@ import yaml
 
 import jacbench
 from jacbench.benchmark.problems import build_problem
+from jacbench.core.interleaved import seconds_per_call
 from jacbench.core.problem import Problem
 from jacbench.core.registry import load_registry
 from jacbench.core.strategy import Kind, StrategySkip
 from jacbench.run.config import conf_dir
 from jacbench.strategies.compiled import autograd_state_kept
-from jacbench.timing.interleaved import seconds_per_call
 
 FD = "fd_forward"  # batched: one forward pass over all perturbed points
 DEFAULT = "functional"

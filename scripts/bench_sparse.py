@@ -37,9 +37,9 @@ from torch.utils import benchmark
 
 from jacbench.benchmark.problems import build_problem
 from jacbench.core import sparsity
+from jacbench.core.interleaved import seconds_per_call
 from jacbench.core.problem import Problem
 from jacbench.core.registry import load_registry
-from jacbench.timing.interleaved import seconds_per_call
 from jacbench.timing.measure import peak_memory
 
 CPU = torch.device("cpu")
@@ -145,7 +145,7 @@ def detection(labels: list[str]) -> None:
         "\ndetection and colouring (CPU time, best of 3; probe: NaN tangents at one point; "
         "colours: the fast colouring, thorough: with DSATUR, as compiled preparations colour); per "
         "call: sparse_jacfwd compiled, CSR, against jit(asdex) on the same function, CPU time "
-        "in interleaved rounds (jacbench.timing.interleaved); colour/asdex: our colouring "
+        "in interleaved rounds (jacbench.core.interleaved); colour/asdex: our colouring "
         "against asdex's jacobian_coloring_from_sparsity of the same pattern"
     )
     print(

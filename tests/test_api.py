@@ -160,15 +160,6 @@ def test_a_function_vmap_cannot_batch_still_loops():
 SRC = Path(jacbench.__file__).resolve().parent
 LIBRARY = ("jacbench.core", "jacbench.strategies", "jacbench.api")
 LIBRARY_NEEDS = {"torch", "numpy", "scipy"}
-# auto's calibration times its candidates with timing's interleaved clock and asks whether the
-# process waited for a core (contention, which reads rule's threshold): the only timing modules
-# the library imports; the rest of timing (measure, noise, config) is the benchmark's.
-LIBRARY_TIMING = {
-    "jacbench.timing",
-    "jacbench.timing.interleaved",
-    "jacbench.timing.contention",
-    "jacbench.timing.rule",
-}
 # What a user of the library never pays for: the benchmark's packages and its dependencies.
 BENCHMARK = ("jacbench.benchmark", "jacbench.run", "jacbench.record", "jacbench.report")
 BENCHMARK += ("jacbench.timing", "jacbench.experiments", "jacbench.models", "jacbench.testing")
@@ -199,9 +190,7 @@ def _imported(path: Path) -> set[str]:
 
 
 def _library_files() -> list[Path]:
-    timing = [SRC.parent.joinpath(*m.split(".")) for m in sorted(LIBRARY_TIMING)]
-    files = [*(SRC / "core").rglob("*.py"), *(SRC / "strategies").rglob("*.py"), SRC / "api.py"]
-    return files + [t / "__init__.py" if t.is_dir() else t.with_suffix(".py") for t in timing]
+    return [*(SRC / "core").rglob("*.py"), *(SRC / "strategies").rglob("*.py"), SRC / "api.py"]
 
 
 def test_the_library_imports_only_itself_the_standard_library_torch_numpy_and_scipy():
@@ -212,7 +201,7 @@ def test_the_library_imports_only_itself_the_standard_library_torch_numpy_and_sc
         for name in sorted(_imported(path)):
             top = name.split(".")[0]
             if top == "jacbench":
-                ok = _within(name, LIBRARY) or name in LIBRARY_TIMING
+                ok = _within(name, LIBRARY)
             else:
                 ok = top in sys.stdlib_module_names or top in LIBRARY_NEEDS
             if not ok:
@@ -252,6 +241,6 @@ def test_preparing_with_every_strategy_loads_nothing_of_the_benchmark(compiling)
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     out = json.loads(done.stdout.splitlines()[-1])
     assert set(out["ran"]) == {name for name, _ in cases} - {"analytic"}  # f has no formula
-    loaded = [m for m in out["modules"] if _within(m, BENCHMARK) and m not in LIBRARY_TIMING]
+    loaded = [m for m in out["modules"] if _within(m, BENCHMARK)]
     loaded += [m for m in out["modules"] if _within(m, BENCHMARK_NEEDS)]
     assert loaded == []

@@ -156,7 +156,7 @@ def test_with_several_threads_calibration_times_what_the_user_waits():
     the wall clock decides, or auto would pass over a candidate that uses the cores well."""
     import time
 
-    from jacbench.timing.interleaved import calibration_clock
+    from jacbench.core.interleaved import calibration_clock
     from jacbench.timing.measure import torch_threads
 
     with torch_threads(1):
@@ -286,7 +286,7 @@ def test_a_calibration_made_under_load_is_not_remembered(tmp_path, monkeypatch, 
 
 
 def test_contention_is_the_share_of_runnable_time_spent_on_a_core():
-    from jacbench.timing.contention import Snapshot, contention
+    from jacbench.core.contention import Snapshot, contention
 
     cpu = torch.device("cpu")
     before = Snapshot(0.0, 0.0, threads=2, sched={"1": (0, 0), "2": (50, 0)})

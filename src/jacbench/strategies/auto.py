@@ -28,7 +28,7 @@ briefly, leaving out those that need over PASS_RATIO times the passes of the oth
 the fastest is kept; the calibration's cost, compilation included, is part of first_call_s.
 The choice is recorded as ``chosen_strategy`` and, with ``cache`` on, remembered across
 processes (``jacbench.core.decisions``), unless the machine was loaded while timing
-(``jacbench.timing.contention``): the next preparation of the same problem prepares that
+(``jacbench.core.contention``): the next preparation of the same problem prepares that
 choice alone, where it is one auto could have made there, and checks its answers against
 f's directional derivatives (``decided_by``); otherwise it decides again.
 """
@@ -46,8 +46,9 @@ from enum import Enum
 
 import torch
 
-from jacbench.core import decisions, sparsity
+from jacbench.core import contention, decisions, sparsity
 from jacbench.core.agreement import disagreement
+from jacbench.core.interleaved import calibration_clock, seconds_per_call
 from jacbench.core.interrupt import raise_if_interrupt
 from jacbench.core.memory_budget import sampled
 from jacbench.core.prepared import TORCH_STATE, Prepared
@@ -55,8 +56,6 @@ from jacbench.core.problem import Problem
 from jacbench.core.strategy import Declared, Kind, Mode, StrategySkip, StrategySpec, strategy
 from jacbench.core.tiers import Stage, Tiered
 from jacbench.strategies import autograd, compiled, folded, func, sparse
-from jacbench.timing import contention
-from jacbench.timing.interleaved import calibration_clock, seconds_per_call
 
 EAGER: tuple[tuple[str, dict], ...] = (
     ("jacfwd_folded", {"compile": False}),
@@ -160,7 +159,7 @@ def _prepare_named(name: str, problem: Problem, **options: object) -> Prepared:
 
 
 def _seconds_per_call(preps: list[Prepared], x: torch.Tensor, budget: float) -> list[float]:
-    """Each candidate's median time per call at ``x`` (``jacbench.timing.interleaved``)."""
+    """Each candidate's median time per call at ``x`` (``jacbench.core.interleaved``)."""
     return seconds_per_call([functools.partial(prep, x) for prep in preps], budget)
 
 
@@ -425,7 +424,7 @@ def by_rule(problem: Problem, compile: bool) -> Prepared:
 @dataclass(frozen=True)
 class Calibration:
     """The fastest candidate, the options it was prepared with, and the share of its
-    runnable time the process had a core while timing (``timing.contention``; None: it was
+    runnable time the process had a core while timing (``core.contention``; None: it was
     not contended), below which the decision is not remembered."""
 
     prep: Prepared

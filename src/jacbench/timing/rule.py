@@ -17,12 +17,14 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from enum import Enum
 
+from jacbench.core.contention import CONTENDED, contended
+
 MIN_BLOCKS = 6  # timed blocks per job: with 6, [min, max] is a 97% interval of the median
 CONFIDENCE = 0.95  # at least this coverage for the interval of the median
-# A job timed while its process waited for its core (CPU/wall per thread below this): its
-# time rises with the machine's load (CPU time too, cold caches after every switch: measured
-# 1.2-1.5x on two cores beside a CPU-bound process), so a difference is not its code's alone.
-CONTENDED = 0.85
+# CONTENDED (jacbench.core.contention): a job timed while its process waited for its core
+# (CPU/wall per thread below it): its time rises with the machine's load (CPU time too, cold
+# caches after every switch: measured 1.2-1.5x on two cores beside a CPU-bound process), so a
+# difference is not its code's alone.
 
 
 def _binom_cdf(k: int, n: int) -> float:
@@ -180,10 +182,9 @@ def contention(row: Mapping[str, object]) -> float | None:
     (below ``CONTENDED``); None where it did not, or the row does not say. Only on a CPU
     device: on a GPU the process also waits for the device, so CPU/wall tells nothing there."""
     share, threads = _number(row.get("cpu_wall_ratio")), _number(row.get("threads"))
-    if share is None or threads is None or str(row.get("device")) != "cpu":
+    if share is None or threads is None:
         return None
-    share /= max(threads, 1.0)
-    return share if share < CONTENDED else None
+    return contended(share / max(threads, 1.0), str(row.get("device")))
 
 
 def _name(row: Mapping[str, object]) -> str:

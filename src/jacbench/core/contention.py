@@ -6,7 +6,8 @@ in a run queue; ran / (ran + waited) over the process's threads is the share of 
 wanted a core that it had one, whatever the number of threads torch uses (CPU/wall per
 thread, the rule for recorded rows, reads 0.5 for a small problem on two idle threads
 where torch keeps one busy). Where ``schedstat`` cannot be read, that rule stands in
-(``jacbench.timing.rule.contention``). Either is compared with the rule's ``CONTENDED``.
+(``jacbench.timing.rule.contention``, the benchmark's reading of a recorded row). Either is
+compared with ``CONTENDED`` (``contended``).
 """
 
 from __future__ import annotations
@@ -15,12 +16,23 @@ import os
 import time
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING
 
-import torch
-
-from jacbench.timing import rule
+if TYPE_CHECKING:
+    import torch
 
 TASKS = Path("/proc/self/task")
+# Below this share of its runnable time on a core, a timing waited for its core: its time is
+# not its code's alone (auto does not remember it; a report does not rank by it).
+CONTENDED = 0.85
+
+
+def contended(share: float | None, device: str) -> float | None:
+    """``share`` where it is below ``CONTENDED`` on a CPU, else None: on a GPU the process
+    also waits for the device, so a share of CPU time tells nothing there."""
+    if share is None or device != "cpu":
+        return None
+    return share if share < CONTENDED else None
 
 
 def _schedstat() -> dict[str, tuple[int, int]] | None:
@@ -49,6 +61,8 @@ class Snapshot:
 
 
 def snapshot() -> Snapshot:
+    import torch  # here: the benchmark's reports read CONTENDED without torch
+
     return Snapshot(time.process_time(), time.perf_counter(), torch.get_num_threads(), _schedstat())
 
 
@@ -70,8 +84,5 @@ def share(before: Snapshot, after: Snapshot) -> float | None:
 
 def contention(before: Snapshot, after: Snapshot, device: torch.device) -> float | None:
     """The share (``share``) where the process waited for its cores between the snapshots
-    (below ``rule.CONTENDED``), else None. CPU only, as ``rule.contention``: on a GPU the
-    process also waits for the device."""
-    measured = share(before, after)
-    row = {"cpu_wall_ratio": measured, "threads": 1, "device": device.type}
-    return rule.contention(row)
+    (``contended``), else None."""
+    return contended(share(before, after), device.type)
