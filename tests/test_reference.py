@@ -195,3 +195,36 @@ def test_smooth_and_kinked_functions_pass_the_probe():
         {"_target_": "jacbench.models.mlp.MLP", "activation": "relu"}, torch.float32, CPU, 0
     )
     assert References(relu).for_mode(Mode.FORWARD).doubt == ""
+
+
+def _map_problem(n_out: int = 16):
+    from jacbench.run.job import make_job
+
+    cfg = compose_job("model=map_dense", "model.n_in=16", f"model.n_out={n_out}", "dtype=float64")
+    job = make_job(cfg, load_registry())
+    return job, build_problem(job.model, job.dtype, job.device, job.seed)
+
+
+def test_the_next_job_of_the_same_problem_reuses_its_references_after_checking_its_values():
+    """A sweep over strategies computed the float64 references of one problem once per
+    strategy (0.2 s a job at N = 1024 on the map); the next job of the same problem reuses
+    them, but only where the rebuilt problem's values are equal."""
+    from jacbench.benchmark.reference import LastProblem
+    from jacbench.run.runner import problem_key
+
+    last = LastProblem()
+    job, problem = _map_problem()
+    first = last.references(problem_key(job), problem)
+    first.for_mode(Mode.REVERSE)
+    again_job, again = _map_problem()  # built again from the same config
+    assert again is not problem
+    assert last.references(problem_key(again_job), again) is first
+    other_job, other = _map_problem(n_out=8)
+    assert last.references(problem_key(other_job), other) is not first  # another key
+    _, changed = _map_problem()
+    with torch.no_grad():
+        next(changed.module.parameters())[0, 0] += 1e-9  # the same key, other values
+    fresh = last.references(problem_key(job), changed)
+    assert fresh is not first
+    expected = References(changed).for_mode(Mode.REVERSE).jacobian
+    assert torch.equal(fresh.for_mode(Mode.REVERSE).jacobian, expected)

@@ -288,6 +288,39 @@ class References:
         return self.doubts[method]
 
 
+def same_values(a: Problem, b: Problem) -> bool:
+    """Whether two problems hold equal points, parameters and buffers (and shapes)."""
+    shapes = (a.n_in, a.n_out, a.batch, a.dtype, a.device, type(a.module))
+    if shapes != (b.n_in, b.n_out, b.batch, b.dtype, b.device, type(b.module)):
+        return False
+    if not torch.equal(a.x, b.x):
+        return False
+    mine, theirs = a.module.state_dict(), b.module.state_dict()
+    return mine.keys() == theirs.keys() and all(torch.equal(mine[k], theirs[k]) for k in mine)
+
+
+class LastProblem:
+    """The references of the last problem this process judged, for the next job of the same
+    problem: a sweep over strategies measures one problem after another, and its float64
+    references (0.2 s a job at N = 1024 on the map, 13 strategies a cell) were computed again
+    for each. Reused only for the same key (the model's config, dtype, device and seed) and a
+    problem whose values equal the remembered one's (``same_values``): checked, not trusted."""
+
+    def __init__(self) -> None:
+        self._key: str | None = None
+        self._problem: Problem | None = None
+        self._references: References | None = None
+
+    def references(self, key: str, problem: Problem) -> References:
+        last, known = self._problem, self._references
+        same = key == self._key and last is not None and same_values(last, problem)
+        if same and known is not None:
+            return known
+        known = References(problem)
+        self._key, self._problem, self._references = key, problem, known
+        return known
+
+
 SAMPLE = 32  # columns and rows a sampled reference computes
 SAMPLED, SAMPLED_METHOD = "sampled", "sampled_float64"
 

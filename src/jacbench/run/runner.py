@@ -26,6 +26,7 @@ from jacbench.benchmark.judging import ErrorMetrics, compare
 from jacbench.benchmark.problems import build_problem
 from jacbench.benchmark.reference import (
     SAMPLED_METHOD,
+    LastProblem,
     Reference,
     References,
     sampled_entries,
@@ -282,6 +283,17 @@ class Judged:
     started: float  # perf_counter at the first call's start (the job's measure_s counts from it)
 
 
+# The jobs of one problem that run one after another in this process (a sweep over
+# strategies, in the basic launcher or a joblib worker) share its references.
+LAST_PROBLEM = LastProblem()
+
+
+def problem_key(job: JobSpec) -> str:
+    """What builds a job's problem: its model's config, dtype, device and seed."""
+    what = {"model": job.model, "dtype": str(job.dtype), "device": str(job.device)}
+    return json.dumps({**what, "seed": job.seed}, sort_keys=True, default=str)
+
+
 def judged_first_call(
     job: JobSpec, problem: Problem, records: list[Any], references: References | None = None
 ) -> Judged:
@@ -294,7 +306,7 @@ def judged_first_call(
     records.append(_output(problem))
     if sampled(*shape):
         return _judged_sampled(job, problem, records)
-    references = references or References(problem)
+    references = references or LAST_PROBLEM.references(problem_key(job), problem)
     reference = references.for_mode(job.strategy.mode)
     records.append(_reference_record(reference))
 
