@@ -20,11 +20,10 @@ import pytest
 import torch
 
 import jacbench
-from jacbench.core import decisions
+from jacbench.core import contention, decisions
 from jacbench.core.cache import MAX_ENTRY_BYTES, CacheWarning
 from jacbench.core.problem import FunctionModule, make_problem
 from jacbench.strategies.auto import AutoOptions
-from jacbench.timing import rule
 
 OPTIONS = {"compile": False}  # calibrated, and remembered (not the tiered path)
 X = torch.linspace(-1.0, 1.0, 5, dtype=torch.float64)
@@ -39,7 +38,7 @@ def folder(tmp_path, monkeypatch) -> Path:
     """The cache's decisions folder (empty), on a machine taken as idle (a contended
     calibration is not remembered: tests/test_decisions.py)."""
     monkeypatch.setenv(decisions.ENV, str(tmp_path))
-    monkeypatch.setattr(rule, "CONTENDED", 0.0)
+    monkeypatch.setattr(contention, "CONTENDED", 0.0)
     return tmp_path / "auto"
 
 
@@ -134,7 +133,7 @@ def unprivileged() -> Iterator[None]:
 def world_folder(monkeypatch) -> Iterator[Path]:
     """A cache's decisions folder that an ordinary user can reach (pytest's tmp_path is
     root's alone)."""
-    monkeypatch.setattr(rule, "CONTENDED", 0.0)
+    monkeypatch.setattr(contention, "CONTENDED", 0.0)
     base = Path(tempfile.mkdtemp(prefix="jacbench-ro-"))
     base.chmod(0o755)
     monkeypatch.setenv(decisions.ENV, str(base))

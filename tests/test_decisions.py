@@ -14,10 +14,9 @@ import torch
 
 import jacbench
 import jacbench.strategies.auto as auto_module
-from jacbench.core import decisions
+from jacbench.core import contention, decisions
 from jacbench.core.cache import CacheWarning
 from jacbench.core.problem import FunctionModule, make_problem
-from jacbench.timing import rule
 
 OPTIONS = {"compile": False}
 
@@ -35,7 +34,7 @@ def idle(monkeypatch):
     """The machine taken as idle: these tests check remembering, not the load (on a shared
     test machine a calibration is often contended, and then rightly not remembered:
     ``test_a_calibration_made_under_load_is_not_remembered``)."""
-    monkeypatch.setattr(rule, "CONTENDED", 0.0)
+    monkeypatch.setattr(contention, "CONTENDED", 0.0)
 
 
 @pytest.fixture
