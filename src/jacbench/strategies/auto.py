@@ -124,7 +124,7 @@ def fewest_passes(problem: Problem) -> tuple[int, int]:
     if problem.sparsity is None:
         return problem.n_in, problem.n_out
     pattern = sparsity.from_pairs(problem.sparsity(), (problem.n_out, problem.n_in))
-    return sparsity.lower_bound(pattern), sparsity.lower_bound(pattern.transposed)
+    return sparsity.lower_bound(pattern), sparsity.row_lower_bound(pattern)
 
 
 def outpaced(name: str, passes: tuple[int, int]) -> bool:
@@ -199,8 +199,13 @@ def with_traced_pattern(problem: Problem) -> Problem:
     large to hold dense and the model declares none (a proved pattern: the candidates take
     it as the model's, and check it at the prepared point only); a clear refusal where no
     pattern can be proved, or where its nonzeros would not fit either. On ADBench's ba1
-    (95529 x 55710) tracing takes ~0.6-1.8 CPU-s, as much as one eager call or two."""
-    if not too_large(problem) or problem.sparsity is not None:
+    (95529 x 55710) tracing takes ~0.6-1.8 CPU-s, as much as one eager call or two. A
+    declared pattern is read once here: auto asks for it at each of its choices (four times
+    in a tiered preparation: ~0.2 CPU-s of ba1's first call)."""
+    if problem.sparsity is not None:
+        declared = sparsity.from_pairs(problem.sparsity(), (problem.n_out, problem.n_in))
+        return replace(problem, sparsity=lambda: declared)
+    if not too_large(problem):
         return problem
     try:
         pattern, source = sparsity.find(problem.f, problem.points, problem.n_out)
@@ -325,8 +330,10 @@ def ladder(problem: Problem) -> list[tuple[Tier, str, dict]]:
     compiler, ~1 CPU-s): by columns (reverse mode twice) where forward mode would be
     picked, else by rows; the next batches its backward passes (on seed004 7 -> 1.3 ms a
     call, for sympy's import, 0.27 CPU-s)."""
-    if too_large(problem) or problem.sparsity is not None:
-        return [(Tier.EAGER, *ruled(problem, False)), (Tier.COMPILED, *ruled(problem, True))]
+    if too_large(problem) or problem.sparsity is not None:  # eager: plain autograd's passes
+        name, options = ruled(problem, False)
+        eager = (Tier.EAGER, name, {**options, "passes": "autograd"})
+        return [eager, (Tier.COMPILED, *ruled(problem, True))]
     if problem.n_out >= problem.n_in:
         # a retrace storm sends it back to the eager tier (jacbench.core.tiers); traced by
         # reverse mode twice: built in a thread of its own, beside the caller's forward AD

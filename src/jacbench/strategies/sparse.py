@@ -14,6 +14,7 @@ colours, their lower bound, the density and where the pattern came from are decl
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
@@ -26,12 +27,14 @@ from jacbench.core.numerics import tolerance
 from jacbench.core.problem import Problem
 from jacbench.core.sparsity import Pattern
 from jacbench.core.strategy import Declared, Kind, Mode, PrepInfo, StrategySkip, strategy
+from jacbench.strategies import autograd
 from jacbench.strategies.compiled import compile_checked, retraced
 from jacbench.strategies.finite_diff import FdOptions, step_size, steps
 from jacbench.strategies.func import per_point
 
 PATTERN_SOURCES = ("auto", "detect", "probe")
 OUTPUTS = ("dense", "csr", "scipy")
+PASSES = ("functorch", "autograd")
 CHUNK_ELEMENTS = 1 << 20  # perturbed numbers evaluated at once by sparse_fd
 MAX_DETECT_POINTS = 100  # each costs N forward-mode passes; a bound, not a useful value
 
@@ -72,6 +75,18 @@ class SparseOptions(PatternOptions):
     # torch.compile the compressed passes and the read-back (in prepare): on burgers n=4096
     # it takes them from ~2.7 ms to ~0.26 ms, eager forward AD being dispatch-bound there
     compile: bool = False
+    # functorch: one vmapped torch.func pass for all colours (JVPs, or VJPs by rows);
+    # autograd: plain torch.autograd, one backward pass per colour (sparse_jacfwd: reverse
+    # mode twice, as double_backward), eager only. It imports nothing of torch's compiler,
+    # where torch.func's first pass imports torch._dynamo (~0.8 CPU-s in a fresh process:
+    # auto's first tier); on bundle adjustment ba1 0.11 s a call against 0.16.
+    passes: str = "functorch"
+
+    def __post_init__(self) -> None:
+        super().__post_init__()
+        _choice("passes", self.passes, PASSES)
+        if self.compile and self.passes != "functorch":
+            raise ValueError("compile=true compiles the functorch passes: set passes=functorch")
 
 
 @dataclass
@@ -149,7 +164,7 @@ def _setup(
     colors = color(pattern, thorough)
     seed = sparsity.seeds(colors).to(dtype=problem.dtype, device=problem.device)
     device_pattern = pattern.to(problem.device)
-    bound = sparsity.lower_bound(pattern.transposed if by_rows else pattern)
+    bound = sparsity.row_lower_bound(pattern) if by_rows else sparsity.lower_bound(pattern)
     info = PrepInfo(
         n_colors=int(seed.shape[0]),
         pattern_density=pattern.density,
@@ -206,6 +221,55 @@ def _read_back(
     return lambda x: passes(x).flatten(-2).index_select(-1, index)
 
 
+def _read_back_eager(passes: Callable, index: torch.Tensor) -> Callable:
+    """The nonzeros from plain autograd's passes (``passes="autograd"``), as ``_read_back``
+    reads them; the passes handle a batch of points themselves."""
+    return lambda x: passes(x).flatten(-2).index_select(-1, index)
+
+
+@torch.enable_grad()
+def _reverse_twice(problem: Problem, seed: torch.Tensor, x: torch.Tensor) -> torch.Tensor:
+    """(n_colors, M) per point, J s_c for each colour's seed s_c, by reverse mode twice
+    (``double_backward``'s trick: g(u) = J^T u is linear in u, so the gradient of s_c . g(u)
+    with respect to u is J s_c): one backward pass with create_graph, then one small one per
+    colour. No ``grad_outputs`` tensor is passed (autograd's shape check imports sympy)."""
+    X, Y = autograd.forward_with_grad(problem, x)
+    U = torch.zeros_like(Y, requires_grad=True)
+    (G,) = torch.autograd.grad((Y * U).sum(), X, create_graph=True, allow_unused=True)
+    last = seed.shape[0] - 1
+    columns = []
+    for c in range(seed.shape[0]):
+        grad = None
+        if G is not None and G.requires_grad:  # else f is linear in none of x (or constant)
+            (grad,) = torch.autograd.grad(
+                (G * seed[c]).sum(), U, retain_graph=c < last, allow_unused=True
+            )
+        columns.append(autograd._or_zeros(grad, U))
+    return _per_point(problem, torch.stack(columns, dim=1))
+
+
+@torch.enable_grad()
+def _reverse_by_rows(problem: Problem, seed: torch.Tensor, x: torch.Tensor) -> torch.Tensor:
+    """(n_colors, N) per point, s_c^T J for each colour's seed s_c: one plain backward pass
+    per colour."""
+    X, Y = autograd.forward_with_grad(problem, x)
+    last = seed.shape[0] - 1
+    rows = []
+    for c in range(seed.shape[0]):
+        grad = None
+        if Y.requires_grad:
+            (grad,) = torch.autograd.grad(
+                (Y * seed[c]).sum(), X, retain_graph=c < last, allow_unused=True
+            )
+        rows.append(autograd._or_zeros(grad, X))
+    return _per_point(problem, torch.stack(rows, dim=1))
+
+
+def _per_point(problem: Problem, stacked: torch.Tensor) -> torch.Tensor:
+    """(B, n_colors, K) as the compressed passes give it: per point, or one point's."""
+    return stacked if problem.batch > 1 else stacked[0]
+
+
 def _same_elsewhere(traced: Callable, eager: Callable, problem: Problem) -> bool:
     """Whether a traced graph gives what ``eager`` does at random points: a graph traced
     with real values can hold one that f computed from them (``x * nonzero(x > 0).numel()``
@@ -231,7 +295,11 @@ def sparse_jacfwd(problem: Problem, opts: SparseOptions):
     def compressed(x: torch.Tensor) -> torch.Tensor:  # (n_colors, M) = (J @ seed.T).T
         return torch.func.vmap(lambda s: torch.func.jvp(f, (x,), (s,))[1])(seed)
 
-    values = _read_back(compressed, problem, opts, entry_colors * problem.n_out + pattern.rows)
+    index = entry_colors * problem.n_out + pattern.rows
+    if opts.passes == "autograd":
+        values = _read_back_eager(functools.partial(_reverse_twice, problem, seed), index)
+    else:
+        values = _read_back(compressed, problem, opts, index)
     return _checked(problem, lambda x: assemble(values(x)), pattern, info)
 
 
@@ -246,7 +314,11 @@ def sparse_jacrev(problem: Problem, opts: SparseOptions):
         _, pullback = torch.func.vjp(f, x)  # type: ignore[misc]  # stub: or has_aux's triple
         return torch.func.vmap(pullback)(seed)[0]
 
-    values = _read_back(compressed, problem, opts, entry_colors * problem.n_in + pattern.cols)
+    index = entry_colors * problem.n_in + pattern.cols
+    if opts.passes == "autograd":
+        values = _read_back_eager(functools.partial(_reverse_by_rows, problem, seed), index)
+    else:
+        values = _read_back(compressed, problem, opts, index)
     return _checked(problem, lambda x: assemble(values(x)), pattern, info)
 
 
