@@ -196,3 +196,25 @@ def test_auto_s_first_sparse_tier_takes_plain_autograd_s_passes():
     prep = jacbench.prepare(model, x)
     assert prep.info.tier == "eager"
     assert "passes=autograd" in prep.info.built, prep.info.built
+
+
+class _Roots(torch.nn.Module):
+    """sqrt of each entry, plus its right neighbour: a tridiagonal pattern, declared."""
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return torch.sqrt(x) + torch.roll(x, -1)
+
+    def jacobian_sparsity(self) -> torch.Tensor:
+        n = 6
+        return torch.eye(n, dtype=torch.bool) | torch.roll(torch.eye(n, dtype=torch.bool), 1, 1)
+
+
+@pytest.mark.parametrize("strategy", ["sparse_jacfwd", "auto"])
+def test_a_dense_sparse_answer_is_checked_for_nan_on_its_pattern_alone(strategy):
+    """Summing the whole dense answer to find NaN read 31 MB a call on hand tracking c=800
+    (0.6 of 2.2 ms); its pattern's entries are the only ones that can be NaN."""
+    x = torch.tensor([1.0, 4.0, 0.0, 9.0, 1.0, 4.0], dtype=torch.float64)
+    prep = jacbench.prepare(_Roots(), x + 1.0, strategy)
+    with pytest.warns(jacbench.NonFiniteJacobian, match="NaN or infinite entries of 12 at"):
+        jac = prep(x)  # of the 12 entries of the pattern, not of all 36
+    assert not bool(torch.isfinite(jac[2, 2]))

@@ -403,7 +403,21 @@ def tiered(problem: Problem, opts: AutoOptions) -> Declared:
 
     tiers = Tiered(first, tier.value, stages, check, problem.x, background=opts.background)
     info = replace(first.info, decided_by=Decided.RULE.value)
-    return Declared(tiers.jac, info, value_and_jac=tiers.both, mode=first.mode, tiers=tiers)
+    return Declared(
+        tiers.jac,
+        info,
+        value_and_jac=tiers.both,
+        mode=first.mode,
+        tiers=tiers,
+        finite_entries=functools.partial(_finite_entries, tiers),
+    )
+
+
+def _finite_entries(tiers: Tiered, out: torch.Tensor) -> torch.Tensor:
+    """The entries of ``out`` that the tier in use can have written non-finite (a sparse
+    tier's pattern; all for the others): each tier's Jacobian has the same entries."""
+    entries = tiers.current.finite_entries
+    return out if entries is None else entries(out)
 
 
 def _unready() -> Prepared:
@@ -481,4 +495,6 @@ def auto(problem: Problem, opts: AutoOptions):
     chosen, how = choose(problem, opts)
     info = replace(chosen.info, chosen_strategy=chosen.strategy, decided_by=how.value)
     both = chosen.raw_both if chosen.both_fn is not None else None
-    return Declared(chosen.raw, info, value_and_jac=both, mode=chosen.mode)
+    return Declared(
+        chosen.raw, info, value_and_jac=both, mode=chosen.mode, finite_entries=chosen.finite_entries
+    )

@@ -143,6 +143,11 @@ class Assembler:
         dense.index_copy_(1, self.linear, values.reshape(p.batch, -1))
         return dense.reshape(p.jacobian_shape)
 
+    def entries(self, dense: torch.Tensor) -> torch.Tensor:
+        """The pattern's entries of a dense answer: the only ones that can be NaN or
+        infinite (the rest are the zeros ``__call__`` wrote)."""
+        return dense.reshape(self.problem.batch, -1).index_select(1, self.linear)
+
 
 def _setup(
     problem: Problem, opts: PatternOptions, by_rows: bool
@@ -178,11 +183,18 @@ def _setup(
 
 
 def _checked(
-    problem: Problem, jac: Callable, pattern: Pattern, info: PrepInfo, approximate: bool = False
+    problem: Problem,
+    jac: Callable,
+    pattern: Pattern,
+    info: PrepInfo,
+    assemble: Assembler,
+    approximate: bool = False,
 ) -> Declared:
     """The sparse Jacobian, after ``sparsity.verify`` at the problem's first point, and at
     random points where the pattern is not proved (an approximate one to within its dtype's
-    tolerance for finite differences)."""
+    tolerance for finite differences); a dense answer's finiteness is checked on its
+    pattern's entries alone (``Declared.finite_entries``)."""
+    entries = assemble.entries if assemble.output == "dense" else None
     points = problem.points
 
     def first_point(out: Any) -> Any:
@@ -199,7 +211,7 @@ def _checked(
         sparsity.verify(problem.f, at, points[0], first, pattern, info.pattern_source, allowed)
     except ValueError as exc:
         raise ConfigError(str(exc)) from None
-    return Declared(jac, info)
+    return Declared(jac, info, finite_entries=entries)
 
 
 def _read_back(
@@ -300,7 +312,7 @@ def sparse_jacfwd(problem: Problem, opts: SparseOptions):
         values = _read_back_eager(functools.partial(_reverse_twice, problem, seed), index)
     else:
         values = _read_back(compressed, problem, opts, index)
-    return _checked(problem, lambda x: assemble(values(x)), pattern, info)
+    return _checked(problem, lambda x: assemble(values(x)), pattern, info, assemble)
 
 
 @strategy(Kind.EXACT, Mode.REVERSE, options=SparseOptions, batch=True)
@@ -319,7 +331,7 @@ def sparse_jacrev(problem: Problem, opts: SparseOptions):
         values = _read_back_eager(functools.partial(_reverse_by_rows, problem, seed), index)
     else:
         values = _read_back(compressed, problem, opts, index)
-    return _checked(problem, lambda x: assemble(values(x)), pattern, info)
+    return _checked(problem, lambda x: assemble(values(x)), pattern, info, assemble)
 
 
 @strategy(Kind.APPROXIMATE, Mode.NUMERIC, options=SparseFdOptions, batch=True)
@@ -345,4 +357,4 @@ def sparse_fd(problem: Problem, opts: SparseFdOptions):
         values = compressed[:, entry_colors, pattern.rows] / h[:, pattern.cols]
         return assemble(values if B > 1 else values[0])
 
-    return _checked(problem, jac, pattern, info, approximate=True)
+    return _checked(problem, jac, pattern, info, assemble, approximate=True)
