@@ -1,7 +1,9 @@
 """A Jacobian's sparsity pattern proved by tracing the program, not guessed at a point.
 
-``f`` is traced once into an aten graph (``make_fx`` with fake tensors, functionalised), and
-each value's dependencies on the inputs are propagated through it as a sparse boolean matrix
+``f`` becomes an aten graph once: recorded as it runs on a wrapped x
+(``jacbench.core.dispatch_trace``: nothing of torch's compiler imported), or where the
+recording refuses (a mutation, a value read into Python) traced by ``make_fx`` with fake
+tensors, functionalised (``Tracer``); each value's dependencies on the inputs are propagated through it as a sparse boolean matrix
 (its elements x the N inputs). The rules are conservative: an op the rules do not know makes
 every output element depend on everything its operands depend on; a value that depends on the
 input through a comparison or an index (``where``, ``relu``'s mask, ``argmax``, ``sort``)
@@ -11,8 +13,9 @@ at every point, not only where it was traced. What cannot be traced (``.item()``
 Python number, Python control flow on values) raises ``Unprovable`` with the reason, and the
 caller falls back to a dense pattern instead of a wrong sparse one.
 
-Cost: one trace (milliseconds after torch's first one) and sparse-matrix products of the size
-of the dependencies, about one forward pass of scipy work.
+Cost: one recording (a forward pass; make_fx: milliseconds after its first use, which imports
+torch._dynamo and sympy, ~0.8 CPU-s) and sparse-matrix products of the size of the
+dependencies, about one forward pass of scipy work.
 """
 
 from __future__ import annotations

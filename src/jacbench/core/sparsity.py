@@ -207,7 +207,7 @@ def covering(
     weights needs 10 colours, the traced one 8). Where the pattern covers the traced one the
     result is the traced pattern, ``proved`` (it holds at every point); otherwise it is not,
     and ``verify`` checks it at random points. Tracing is the cheaper check where a call is
-    dear: ~0.6-1.8 CPU-s on ADBench's ba1, where four eager calls at random points and their
+    dear: ~0.2-0.5 CPU-s on ADBench's ba1, where four eager calls at random points and their
     checks took ~2.5-4."""
     from jacbench.core.pattern_trace import Unprovable, traced_pattern
 

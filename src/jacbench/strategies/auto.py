@@ -199,7 +199,7 @@ def with_traced_pattern(problem: Problem) -> Problem:
     large to hold dense and the model declares none (a proved pattern: the candidates take
     it as the model's, and check it at the prepared point only); a clear refusal where no
     pattern can be proved, or where its nonzeros would not fit either. On ADBench's ba1
-    (95529 x 55710) tracing takes ~0.6-1.8 CPU-s, as much as one eager call or two. A
+    (95529 x 55710) tracing takes ~0.5 CPU-s in a fresh process, as much as a few eager calls. A
     declared pattern is read once here: auto asks for it at each of its choices (four times
     in a tiered preparation: ~0.2 CPU-s of ba1's first call)."""
     if problem.sparsity is not None:
