@@ -3,8 +3,8 @@
 ``f`` becomes an aten graph once: recorded as it runs on a wrapped x
 (``jacbench.core.dispatch_trace``: nothing of torch's compiler imported), or where the
 recording refuses (a mutation, a value read into Python) traced by ``make_fx`` with fake
-tensors, functionalised (``Tracer``); each value's dependencies on the inputs are propagated through it as a sparse boolean matrix
-(its elements x the N inputs). The rules are conservative: an op the rules do not know makes
+tensors, functionalised (``Tracer``); each value's dependencies on the inputs are
+propagated through it as a sparse boolean matrix (its elements x the N inputs). The rules are conservative: an op the rules do not know makes
 every output element depend on everything its operands depend on; a value that depends on the
 input through a comparison or an index (``where``, ``relu``'s mask, ``argmax``, ``sort``)
 keeps both branches; constants (the model's weights) are evaluated, so that a dense matrix
