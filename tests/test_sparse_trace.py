@@ -144,12 +144,13 @@ def test_a_constant_zero_factor_or_condition_folds_in_the_pattern(f, entries):
         assert len(rows) == entries and np.array_equal(mask, jac != 0)
 
 
+@pytest.mark.parametrize("passes", ["autograd", "autograd_batched"])
 @pytest.mark.parametrize("strategy", ["sparse_jacfwd", "sparse_jacrev"])
 @pytest.mark.parametrize("batch", [1, 3])
-def test_the_autograd_passes_give_the_functorch_passes_jacobian(strategy, batch):
+def test_the_autograd_passes_give_the_functorch_passes_jacobian(strategy, batch, passes):
     problem = build_problem({**ZOO["bundle adjustment"], "batch": batch}, torch.float64, CPU, 0)
     registry = load_registry()
-    plain = registry.prepare(strategy, problem, passes="autograd")
+    plain = registry.prepare(strategy, problem, passes=passes)
     functorch = registry.prepare(strategy, problem)
     gen = torch.Generator().manual_seed(4)
     for _ in range(2):
@@ -170,13 +171,15 @@ def test_the_passes_option_is_checked(options, why):
 FRESH = """
 import sys, torch, jacbench
 from jacbench.models.adbench import BundleAdjustment
-model = BundleAdjustment(n=5, m=9, p=40).double()
+model = BundleAdjustment(n=5, m=9, p=12000).double()  # 36000 outputs: one colour at a time
 x = model.sample_input(None)
 prep = jacbench.prepare(model, x)
 J = prep(x)
-right = torch.allclose(J, torch.autograd.functional.jacobian(model, x), atol=1e-12, rtol=1e-12)
-print(right, prep.info.pattern_source.split(",")[0], [m for m in ("torch._dynamo", "sympy")
-    if m in sys.modules])
+imported = [m for m in ("torch._dynamo", "sympy") if m in sys.modules]
+v = torch.randn(x.shape, dtype=x.dtype)
+Jv = torch.func.jvp(model, (x,), (v,))[1]
+right = torch.allclose(J @ v, Jv, atol=1e-10, rtol=1e-12)
+print(right, prep.info.pattern_source.split(",")[0], imported)
 """
 
 
@@ -190,12 +193,15 @@ def test_a_first_sparse_jacobian_of_a_fresh_process_imports_no_compiler():
     assert done.stdout.strip() == "True declared []", done.stderr[-2000:]
 
 
-def test_auto_s_first_sparse_tier_takes_plain_autograd_s_passes():
-    model = BundleAdjustment(n=5, m=9, p=40).double()
+@pytest.mark.parametrize("p, passes", [(40, "autograd_batched"), (12000, "autograd")])
+def test_auto_s_first_sparse_tier_takes_plain_autograd_s_passes(p, passes):
+    """Batched over the colours where f's output is small (its operations dispatch-bound),
+    one colour at a time where it is large (ba1: 94 ms a call against 115 batched)."""
+    model = BundleAdjustment(n=5, m=9, p=p).double()
     x = model.sample_input(None)
     prep = jacbench.prepare(model, x)
     assert prep.info.tier == "eager"
-    assert "passes=autograd" in prep.info.built, prep.info.built
+    assert prep.info.built.endswith(f"passes={passes}"), prep.info.built
 
 
 class _Roots(torch.nn.Module):

@@ -332,7 +332,7 @@ def ladder(problem: Problem) -> list[tuple[Tier, str, dict]]:
     call, for sympy's import, 0.27 CPU-s)."""
     if too_large(problem) or problem.sparsity is not None:  # eager: plain autograd's passes
         name, options = ruled(problem, False)
-        eager = (Tier.EAGER, name, {**options, "passes": "autograd"})
+        eager = (Tier.EAGER, name, {**options, "passes": eager_sparse_passes(problem)})
         return [eager, (Tier.COMPILED, *ruled(problem, True))]
     if problem.n_out >= problem.n_in:
         # a retrace storm sends it back to the eager tier (jacbench.core.tiers); traced by
@@ -349,6 +349,21 @@ def ladder(problem: Problem) -> list[tuple[Tier, str, dict]]:
         (Tier.BATCHED, "grads_batched", {}),
         (Tier.COMPILED, "jacrev_compiled", {}),
     ]
+
+
+# Outputs (all points together) from which the eager sparse tier's backward passes go one
+# colour at a time: f's operations are then large enough that batching the colours gains
+# nothing (ba1, 95529 outputs: 94 ms a call one at a time, 115 batched), where on smaller
+# ones dispatch dominates (hand tracking c=800, 2400 outputs: 12.6 ms against 4.1).
+ONE_COLOUR_AT_A_TIME = 1 << 15
+
+
+def eager_sparse_passes(problem: Problem) -> str:
+    """How the first sparse tier computes its passes: by plain autograd, which imports
+    nothing of torch's compiler (torch.func's first JVP imports torch._dynamo, ~0.8 CPU-s),
+    one colour at a time where f's output is large, else batched (sympy, ~0.27 CPU-s)."""
+    large = problem.n_out * problem.batch >= ONE_COLOUR_AT_A_TIME
+    return "autograd" if large else "autograd_batched"
 
 
 def tiered(problem: Problem, opts: AutoOptions) -> Declared:

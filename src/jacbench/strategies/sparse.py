@@ -34,7 +34,7 @@ from jacbench.strategies.func import per_point
 
 PATTERN_SOURCES = ("auto", "detect", "probe")
 OUTPUTS = ("dense", "csr", "scipy")
-PASSES = ("functorch", "autograd")
+PASSES = ("functorch", "autograd", "autograd_batched")
 CHUNK_ELEMENTS = 1 << 20  # perturbed numbers evaluated at once by sparse_fd
 MAX_DETECT_POINTS = 100  # each costs N forward-mode passes; a bound, not a useful value
 
@@ -79,7 +79,10 @@ class SparseOptions(PatternOptions):
     # autograd: plain torch.autograd, one backward pass per colour (sparse_jacfwd: reverse
     # mode twice, as double_backward), eager only. It imports nothing of torch's compiler,
     # where torch.func's first pass imports torch._dynamo (~0.8 CPU-s in a fresh process:
-    # auto's first tier); on bundle adjustment ba1 0.11 s a call against 0.16.
+    # auto's first tier); on bundle adjustment ba1 94 ms a call against 113-146.
+    # autograd_batched: the same, all colours in one batched backward pass (autograd's
+    # is_grads_batched: imports sympy, ~0.27 CPU-s once): where f's operations are small and
+    # dispatch-bound, as hand tracking's (c=800: 4.1 ms against 12.6 one at a time).
     passes: str = "functorch"
 
     def __post_init__(self) -> None:
@@ -240,41 +243,52 @@ def _read_back_eager(passes: Callable, index: torch.Tensor) -> Callable:
 
 
 @torch.enable_grad()
-def _reverse_twice(problem: Problem, seed: torch.Tensor, x: torch.Tensor) -> torch.Tensor:
+def _reverse_twice(
+    problem: Problem, seed: torch.Tensor, batched: bool, x: torch.Tensor
+) -> torch.Tensor:
     """(n_colors, M) per point, J s_c for each colour's seed s_c, by reverse mode twice
     (``double_backward``'s trick: g(u) = J^T u is linear in u, so the gradient of s_c . g(u)
     with respect to u is J s_c): one backward pass with create_graph, then one small one per
-    colour. No ``grad_outputs`` tensor is passed (autograd's shape check imports sympy)."""
+    colour, or one batched over the colours. One at a time, no ``grad_outputs`` tensor is
+    passed (autograd's shape check of one imports sympy)."""
     X, Y = autograd.forward_with_grad(problem, x)
     U = torch.zeros_like(Y, requires_grad=True)
     (G,) = torch.autograd.grad((Y * U).sum(), X, create_graph=True, allow_unused=True)
-    last = seed.shape[0] - 1
-    columns = []
-    for c in range(seed.shape[0]):
-        grad = None
-        if G is not None and G.requires_grad:  # else f is linear in none of x (or constant)
-            (grad,) = torch.autograd.grad(
-                (G * seed[c]).sum(), U, retain_graph=c < last, allow_unused=True
-            )
-        columns.append(autograd._or_zeros(grad, U))
-    return _per_point(problem, torch.stack(columns, dim=1))
+    linear = G is not None and G.requires_grad  # else f depends on none of x
+    return _per_colour(problem, seed, batched, G if linear else None, U)
 
 
 @torch.enable_grad()
-def _reverse_by_rows(problem: Problem, seed: torch.Tensor, x: torch.Tensor) -> torch.Tensor:
+def _reverse_by_rows(
+    problem: Problem, seed: torch.Tensor, batched: bool, x: torch.Tensor
+) -> torch.Tensor:
     """(n_colors, N) per point, s_c^T J for each colour's seed s_c: one plain backward pass
-    per colour."""
+    per colour, or one batched over the colours."""
     X, Y = autograd.forward_with_grad(problem, x)
-    last = seed.shape[0] - 1
-    rows = []
-    for c in range(seed.shape[0]):
-        grad = None
-        if Y.requires_grad:
-            (grad,) = torch.autograd.grad(
-                (Y * seed[c]).sum(), X, retain_graph=c < last, allow_unused=True
-            )
-        rows.append(autograd._or_zeros(grad, X))
-    return _per_point(problem, torch.stack(rows, dim=1))
+    return _per_colour(problem, seed, batched, Y if Y.requires_grad else None, X)
+
+
+def _per_colour(
+    problem: Problem, seed: torch.Tensor, batched: bool, out: torch.Tensor | None, wrt: torch.Tensor
+) -> torch.Tensor:
+    """The gradients of s_c . out (out: (B, K) per point) with respect to ``wrt`` (B, L)
+    for each colour's seed s_c, as the compressed passes give them: (B, n_colors, L)."""
+    colours = seed.shape[0]
+    if out is None:  # out does not depend on wrt
+        stacked = wrt.new_zeros(wrt.shape[0], colours, wrt.shape[1])
+    elif batched:
+        seeds = seed.unsqueeze(1).expand(colours, *out.shape)
+        (grad,) = torch.autograd.grad(out, wrt, seeds, is_grads_batched=True, allow_unused=True)
+        stacked = wrt.new_zeros(colours, *wrt.shape) if grad is None else grad
+        stacked = stacked.transpose(0, 1)
+    else:
+        each = [
+            torch.autograd.grad((out * seed[c]).sum(), wrt, retain_graph=c < colours - 1,
+                                allow_unused=True)[0]
+            for c in range(colours)
+        ]  # fmt: skip
+        stacked = torch.stack([autograd._or_zeros(g, wrt) for g in each], dim=1)
+    return _per_point(problem, stacked)
 
 
 def _per_point(problem: Problem, stacked: torch.Tensor) -> torch.Tensor:
@@ -308,8 +322,10 @@ def sparse_jacfwd(problem: Problem, opts: SparseOptions):
         return torch.func.vmap(lambda s: torch.func.jvp(f, (x,), (s,))[1])(seed)
 
     index = entry_colors * problem.n_out + pattern.rows
-    if opts.passes == "autograd":
-        values = _read_back_eager(functools.partial(_reverse_twice, problem, seed), index)
+    if opts.passes != "functorch":
+        batched = opts.passes == "autograd_batched"
+        passes = functools.partial(_reverse_twice, problem, seed, batched)
+        values = _read_back_eager(passes, index)
     else:
         values = _read_back(compressed, problem, opts, index)
     return _checked(problem, lambda x: assemble(values(x)), pattern, info, assemble)
@@ -327,8 +343,10 @@ def sparse_jacrev(problem: Problem, opts: SparseOptions):
         return torch.func.vmap(pullback)(seed)[0]
 
     index = entry_colors * problem.n_in + pattern.cols
-    if opts.passes == "autograd":
-        values = _read_back_eager(functools.partial(_reverse_by_rows, problem, seed), index)
+    if opts.passes != "functorch":
+        batched = opts.passes == "autograd_batched"
+        passes = functools.partial(_reverse_by_rows, problem, seed, batched)
+        values = _read_back_eager(passes, index)
     else:
         values = _read_back(compressed, problem, opts, index)
     return _checked(problem, lambda x: assemble(values(x)), pattern, info, assemble)
