@@ -13,6 +13,7 @@ from helpers.cli import compose_job
 from jacbench.benchmark.problems import build_problem
 from jacbench.benchmark.reference import SAMPLED_METHOD
 from jacbench.core import memory_budget, sparsity
+from jacbench.core.agreement import disagreement
 from jacbench.core.registry import load_registry
 from jacbench.models.hand_tracking import THETA, HandTracking
 from jacbench.run.runner import execute
@@ -146,3 +147,20 @@ def test_hand_tracking_runs_end_to_end_under_auto(monkeypatch, variant):
     sampled = result.reference_method == SAMPLED_METHOD
     assert sampled == (variant == "complicated")
     assert result.chosen_strategy == "sparse_jacfwd" or not sampled
+
+
+def test_a_right_jacobian_of_c800_passes_the_tier_check_and_a_wrong_entry_does_not():
+    """auto's compiled tier of hand tracking complicated c=800 was refused (its first answer
+    1.5e-15 off reverse mode's: the u columns, ~1e-3, come from differences of vertex
+    positions ~1), so auto stayed eager, 5-6x slower a call. A wrong entry of such a column,
+    1e-8 of it, is still caught."""
+    cfg = {"_target_": TARGET, "variant": "complicated", "file": "hand5_t26_c800.txt"}
+    problem = build_problem(cfg, torch.float64, CPU, 0)
+    jac = load_registry().prepare("sparse_jacfwd", problem)(problem.x)
+    assert disagreement(problem.f, problem.x, jac, problem.n_out) == ""
+    small = jac.abs().amax(dim=0) < 1e-2  # a column found by cancellation
+    column = int(torch.nonzero(small & (jac != 0).any(dim=0))[0])
+    row = int(torch.nonzero(jac[:, column])[0])
+    wrong = jac.clone()
+    wrong[row, column] += 1e-8 * float(jac[:, column].abs().max())
+    assert disagreement(problem.f, problem.x, wrong, problem.n_out)

@@ -278,7 +278,7 @@ def test_a_swept_strategy_without_the_option_is_one_failed_row_and_a_typo_is_ref
     code, lines, _ = launch("-m", *sweep, "strategy.outptu=csr")
     assert code == 1 and lines == [
         "jacbench: unknown key 'strategy.outptu': no swept strategy has it; their options: "
-        "jacrev: chunk_size; sparse_jacrev: pattern, detect_points, output, compile"
+        "jacrev: chunk_size; sparse_jacrev: pattern, detect_points, output, compile, passes"
     ], lines
     assert len(sweep_dirs(tmp_path)) == 1  # refused before any job
     code, lines, _ = launch("strategy=jacrev", "strategy.output=csr")  # a single run: as before

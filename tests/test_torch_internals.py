@@ -85,3 +85,36 @@ def test_inference_mode_is_put_back_for_the_rest_of_a_thread():
     worker.start()
     worker.join()
     assert states == [True, False] and not torch.is_inference_mode_enabled()
+
+
+def test_a_dispatch_mode_that_torch_does_not_wrap_for_dynamo_sees_each_operation():
+    from torch.utils._python_dispatch import TorchDispatchMode
+
+    # the hook this mode overrides still exists (a torch that drops it wraps the handler
+    # again, importing torch._dynamo on the first operation: tests/test_sparse_trace.py)
+    assert hasattr(TorchDispatchMode, "_should_skip_dynamo")
+    seen = []
+
+    class Seeing(torch_internals.DispatchMode):
+        def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+            seen.append(func)
+            return func(*args, **(kwargs or {}))
+
+    with Seeing():
+        out = torch.ones(3).mul(2)
+    assert torch.equal(out, torch.full((3,), 2.0))
+    assert torch.ops.aten.mul.Tensor in seen
+
+
+def test_a_wrapper_tensor_has_its_values_shape_and_strides_and_no_storage_of_its_own():
+    class Wrapped(torch.Tensor):
+        __torch_function__ = torch_internals.DISABLED_TORCH_FUNCTION
+
+        @classmethod
+        def __torch_dispatch__(cls, func, types, args=(), kwargs=None):
+            raise AssertionError(f"{func} reached a value with no storage")
+
+    value = torch.randn(4, 3, dtype=torch.float64).t()
+    made = torch_internals.wrapper_tensor(Wrapped, value)
+    assert isinstance(made, Wrapped)
+    assert (made.shape, made.stride(), made.dtype) == (value.shape, value.stride(), value.dtype)

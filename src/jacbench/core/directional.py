@@ -74,10 +74,21 @@ def _forward(f: Callable, x: torch.Tensor, v: torch.Tensor) -> torch.Tensor:
 
 
 def _reverse(f: Callable, x: torch.Tensor, gen: torch.Generator) -> tuple[torch.Tensor, ...]:
-    """(U, f's VJPs with U's columns): random U (M, D) and the (N, D) products."""
-    out, pullback = torch.func.vjp(f, x)  # type: ignore[misc]  # stub: or has_aux's triple
+    """(U, f's VJPs with U's columns): random U (M, D) and the (N, D) products, by plain
+    reverse-mode autograd (torch.func.vjp imports torch._dynamo on its first call; no
+    ``grad_outputs`` tensor either: autograd's shape check of one imports sympy)."""
+    X = x.detach().requires_grad_(True)
+    out = f(X)
     u = torch.randn(out.numel(), DIRECTIONS, generator=gen, dtype=torch.float64).to(out)
-    exact = [pullback(u[:, d].reshape(out.shape))[0].reshape(-1) for d in range(DIRECTIONS)]
+    exact = []
+    for d in range(DIRECTIONS):
+        grad = None
+        if out.requires_grad:  # else f does not depend on x
+            weighted = (out * u[:, d].reshape(out.shape)).sum()
+            (grad,) = torch.autograd.grad(
+                weighted, X, retain_graph=d < DIRECTIONS - 1, allow_unused=True
+            )
+        exact.append((torch.zeros_like(X) if grad is None else grad).reshape(-1))
     return u, torch.stack(exact, dim=1)
 
 
@@ -91,13 +102,24 @@ def _central(f: Callable, x: torch.Tensor, v: torch.Tensor) -> torch.Tensor:
 
 
 def _products(
-    f: Callable[[torch.Tensor], torch.Tensor], x: torch.Tensor, jacobian: Any, gen: torch.Generator
+    f: Callable[[torch.Tensor], torch.Tensor],
+    x: torch.Tensor,
+    jacobian: Any,
+    gen: torch.Generator,
+    reverse_first: bool = False,
 ) -> tuple[torch.Tensor, torch.Tensor]:
     """(from the Jacobian, from f): ``J V`` and f's JVPs along DIRECTIONS random V; else
     ``J^T U`` and f's VJPs where f has no forward-mode formula; else ``J V`` and central
-    differences where it has no derivative formula at all."""
+    differences where it has no derivative formula at all. ``reverse_first``: the VJPs
+    first (they import nothing of torch's compiler; forward AD imports torch._dynamo)."""
     v = torch.randn(x.numel(), DIRECTIONS, generator=gen, dtype=torch.float64).to(x)
     with torch.enable_grad():
+        if reverse_first:
+            try:
+                u, exact = _reverse(f, x, gen)
+                return _transposed_times(jacobian, u), exact
+            except (NotImplementedError, RuntimeError):  # no reverse-mode formula: forward
+                pass
         try:
             return _times(jacobian, v), _forward(f, x, v)
         except (NotImplementedError, RuntimeError):  # no forward-mode formula: reverse
@@ -111,11 +133,16 @@ def _products(
 
 
 def gap(
-    f: Callable[[torch.Tensor], torch.Tensor], x: torch.Tensor, jacobian: Any, seed: int = 0
+    f: Callable[[torch.Tensor], torch.Tensor],
+    x: torch.Tensor,
+    jacobian: Any,
+    seed: int = 0,
+    reverse_first: bool = False,
 ) -> float | None:
     """The relative (Frobenius) mismatch of ``jacobian``'s products with f's directional
     derivatives at ``x``, over the rows where f's are finite; None where none is."""
-    got, exact = _products(f, x, jacobian, torch.Generator().manual_seed(seed))
+    gen = torch.Generator().manual_seed(seed)
+    got, exact = _products(f, x, jacobian, gen, reverse_first)
     rows = torch.isfinite(exact).all(dim=1)
     if not bool(rows.all()):  # a singular point: where a derivative is infinite, AD's modes
         rows &= torch.isfinite(got).all(dim=1)  # differ by 0 * inf = NaN in other rows too
@@ -135,6 +162,7 @@ def mismatch(
     first: Any = None,
     allowed: float | None = None,
     n_random: int = 0,
+    reverse_first: bool = False,
 ) -> str:
     """Where the Jacobian ``jacobian_at`` gives is off f's directional derivatives by more
     than ``allowed`` (default: ``EPS_FACTOR`` rounding units), as a phrase with the gap;
@@ -142,7 +170,7 @@ def mismatch(
     at ``n_random`` random points."""
     if allowed is None:
         allowed = EPS_FACTOR * float(torch.finfo(x0.dtype).eps)
-    off = gap(f, x0, jacobian_at(x0) if first is None else first)
+    off = gap(f, x0, jacobian_at(x0) if first is None else first, reverse_first=reverse_first)
     if off is not None and not off <= allowed:
         return f"{off:.2g} (relative) off at the prepared point"
     for k, point in enumerate(random_points(x0, n_random, seed=1)):
@@ -150,7 +178,7 @@ def mismatch(
             with torch.no_grad():
                 if not bool(torch.isfinite(f(point)).all()):
                     continue  # outside f's domain: says nothing
-            off = gap(f, point, jacobian_at(point), seed=2 + k)
+            off = gap(f, point, jacobian_at(point), seed=2 + k, reverse_first=reverse_first)
         except Exception as exc:  # f cannot be evaluated there (a domain error): says nothing
             raise_if_interrupt(exc)
             continue

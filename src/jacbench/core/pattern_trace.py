@@ -1,18 +1,22 @@
 """A Jacobian's sparsity pattern proved by tracing the program, not guessed at a point.
 
-``f`` is traced once into an aten graph (``make_fx`` with fake tensors, functionalised), and
-each value's dependencies on the inputs are propagated through it as a sparse boolean matrix
-(its elements x the N inputs). The rules are conservative: an op the rules do not know makes
-every output element depend on everything its operands depend on; a value that depends on the
-input through a comparison or an index (``where``, ``relu``'s mask, ``argmax``, ``sort``)
-keeps both branches; constants (the model's weights) are evaluated, so that a dense matrix
-with a tridiagonal band of nonzeros gives three entries a row, not N. The pattern then holds
-at every point, not only where it was traced. What cannot be traced (``.item()`` used as a
-Python number, Python control flow on values) raises ``Unprovable`` with the reason, and the
-caller falls back to a dense pattern instead of a wrong sparse one.
+``f`` becomes an aten graph once: recorded as it runs on a wrapped x
+(``jacbench.core.dispatch_trace``: nothing of torch's compiler imported), or where the
+recording refuses (a mutation, a value read into Python) traced by ``make_fx`` with fake
+tensors, functionalised (``Tracer``); each value's dependencies on the inputs are propagated
+through it as a sparse boolean matrix (its elements x the N inputs). The rules are
+conservative: an op the rules do not know makes every output element depend on everything its
+operands depend on; a value that depends on the input through a comparison or an index
+(``where``, ``relu``'s mask, ``argmax``, ``sort``) keeps both branches; constants (the model's
+weights) are evaluated, so that a dense matrix with a tridiagonal band of nonzeros gives three
+entries a row, not N. The pattern then holds at every point, not only where it was traced. What
+cannot be traced (``.item()`` used as a Python number, Python control flow on values) raises
+``Unprovable`` with the reason, and the caller falls back to a dense pattern instead of a wrong
+sparse one.
 
-Cost: one trace (milliseconds after torch's first one) and sparse-matrix products of the size
-of the dependencies, about one forward pass of scipy work.
+Cost: one recording (a forward pass; make_fx: milliseconds after its first use, which imports
+torch._dynamo and sympy, ~0.8 CPU-s) and sparse-matrix products of the size of the
+dependencies, about one forward pass of scipy work.
 """
 
 from __future__ import annotations
@@ -20,13 +24,15 @@ from __future__ import annotations
 import operator
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any
+from enum import Enum
+from typing import Any, Protocol
 
 import numpy as np
 import scipy.sparse as sp
 import torch
 from torch.fx.experimental.proxy_tensor import make_fx
 
+from jacbench.core import dispatch_trace
 from jacbench.core.interrupt import raise_if_interrupt
 
 # A conservative rule (every output element depends on all its operands' inputs) is refused
@@ -86,6 +92,14 @@ def _broadcast(dep: Dep, shape: tuple[int, ...]) -> sp.csr_array:
     return _select(dep.rows, ids.numpy())
 
 
+def _keep_rows(rows: sp.csr_array, keep: np.ndarray) -> sp.csr_array:
+    """``rows`` where ``keep``, empty rows elsewhere. In int8 (one product per entry): a
+    boolean product is refused by scipy 1.17 ("can't get common type"), which made every
+    constant zero factor or constant ``where`` condition give up on the pattern."""
+    picked = sp.diags_array(keep.astype(np.int8), dtype=np.int8) @ sp.csr_array(rows, dtype=np.int8)
+    return sp.csr_array(picked != 0)
+
+
 def _union(parts: list[sp.csr_array], numel: int, n: int) -> sp.csr_array:
     if not parts:
         return sp.csr_array((numel, n), dtype=bool)
@@ -123,10 +137,18 @@ def _floating(node: torch.fx.Node) -> bool:
     return _is_floating(_val(node))
 
 
+class Traced(Protocol):
+    """A traced graph: make_fx's GraphModule (constants as its attributes, read by get_attr
+    nodes) or a ``dispatch_trace.Recording`` (constants in the nodes' arguments)."""
+
+    @property
+    def graph(self) -> torch.fx.Graph: ...
+
+
 class Propagation:
     """The dependencies of every node of one traced graph."""
 
-    def __init__(self, gm: torch.fx.GraphModule, n: int) -> None:
+    def __init__(self, gm: Traced, n: int) -> None:
         self.gm, self.n = gm, n
         self.values: dict[torch.fx.Node, Any] = {}
 
@@ -246,7 +268,7 @@ class Propagation:
                 if isinstance(other, torch.Tensor):
                     zero = (other == 0).broadcast_to(shape).reshape(-1).numpy()
                     if zero.any():
-                        rows = sp.diags_array((~zero).astype(bool)) @ rows
+                        rows = _keep_rows(rows, ~zero)
         return Dep(shape, sp.csr_array(rows, dtype=bool))
 
     def _moved(self, node: torch.fx.Node, args: tuple, kwargs: dict) -> Any:
@@ -412,7 +434,7 @@ def _where_rule(prop: Propagation, node: torch.fx.Node, args: tuple, kwargs: dic
     if isinstance(cond, torch.Tensor):
         chosen = cond.broadcast_to(shape).reshape(-1).numpy()
         mask = {"a": chosen, "b": ~chosen}
-        parts = {key: sp.diags_array(mask[key].astype(bool)) @ rows for key, rows in parts.items()}
+        parts = {key: _keep_rows(rows, mask[key]) for key, rows in parts.items()}
     return Dep(shape, _union([sp.csr_array(p, dtype=bool) for p in parts.values()], numel, prop.n))
 
 
@@ -523,7 +545,26 @@ MOVES = {
     aten.as_strided_copy.default,
     aten.tril.default,
     aten.triu.default,
+    # views as f runs them (a recording, jacbench.core.dispatch_trace); make_fx's
+    # functionalised graph has their _copy forms above
+    aten.unbind.int,
+    aten.split.Tensor,
+    aten.split_with_sizes.default,
+    aten.squeeze.default,
+    aten.unfold.default,
+    aten.as_strided.default,
+    aten.narrow.default,
+    aten.swapaxes.default,
+    aten.movedim.int,
 }
+
+
+class Tracer(str, Enum):
+    """How f becomes the aten graph the rules read."""
+
+    AUTO = "auto"  # recorded on a meta x; make_fx where recording refuses (the default)
+    DISPATCH = "dispatch"  # recorded only (jacbench.core.dispatch_trace): refusals raise
+    MAKE_FX = "make_fx"  # make_fx only: imports torch._dynamo and sympy on first use
 
 
 def trace(f: Callable[[torch.Tensor], torch.Tensor], x: torch.Tensor) -> torch.fx.GraphModule:
@@ -543,24 +584,45 @@ def trace(f: Callable[[torch.Tensor], torch.Tensor], x: torch.Tensor) -> torch.f
         ) from None
 
 
+def _propagated(graph: Traced, n: int) -> Dep:
+    """The output's dependencies; ``Unprovable`` where the graph cannot be followed."""
+    try:
+        return Propagation(graph, n).run()
+    except Unprovable:
+        raise
+    except Exception as exc:  # e.g. nonzero()/unique(): a size known only from values
+        raise_if_interrupt(exc)
+        why = " ".join(str(exc).split())[:200]
+        raise Unprovable(
+            f"the traced graph cannot be followed ({type(exc).__name__}: {why})"
+        ) from None
+
+
+def _dependencies(
+    f: Callable[[torch.Tensor], torch.Tensor], x: torch.Tensor, tracer: Tracer
+) -> Dep:
+    """The output's dependencies from the graph ``tracer`` gives: a recording where it can
+    be made and followed (no compiler imported), else make_fx's graph (``Tracer.AUTO``)."""
+    n = x.numel()
+    if tracer is not Tracer.MAKE_FX:
+        try:
+            return _propagated(dispatch_trace.record(f, x), n)
+        except (dispatch_trace.Refused, Unprovable) as exc:
+            if tracer is Tracer.DISPATCH:
+                raise Unprovable(f"f cannot be recorded ({exc})") from None
+    return _propagated(trace(f, x), n)
+
+
 def traced_pattern(
-    f: Callable[[torch.Tensor], torch.Tensor], x: torch.Tensor, n_out: int
+    f: Callable[[torch.Tensor], torch.Tensor],
+    x: torch.Tensor,
+    n_out: int,
+    tracer: Tracer = Tracer.AUTO,
 ) -> tuple[np.ndarray, np.ndarray]:
     """(rows, cols) of every entry of the (n_out, N) Jacobian of ``f`` that may be nonzero at
     some point of ``x``'s shape; ``Unprovable`` where tracing cannot show it."""
-    n = x.numel()
     with torch.no_grad():
-        graph = trace(f, x.detach())
-        try:
-            out = Propagation(graph, n).run()
-        except Unprovable:
-            raise
-        except Exception as exc:  # e.g. nonzero()/unique(): a size known only from values
-            raise_if_interrupt(exc)
-            why = " ".join(str(exc).split())[:200]
-            raise Unprovable(
-                f"the traced graph cannot be followed ({type(exc).__name__}: {why})"
-            ) from None
+        out = _dependencies(f, x.detach(), Tracer(tracer))
     if out.numel != n_out:
         raise Unprovable(f"the traced output has {out.numel} elements, expected {n_out}")
     coo = out.rows.tocoo()

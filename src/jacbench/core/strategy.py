@@ -112,6 +112,7 @@ class StrategySpec:
             both_fn=declared.value_and_jac,
             # auto's tiers take turns by their own
             serial=self.mode is Mode.FORWARD if declared.serial is None else declared.serial,
+            finite_entries=declared.finite_entries,
         )
 
 

@@ -2,7 +2,9 @@
 
 Folding a forward-mode graph (``jacbench.core.fold``) needs the aten graph of ``jacfwd(f)``,
 its shapes and strides without computing values, and inductor on a graph that dynamo did not
-make; keeping a compiled call from leaking thread state needs functorch's layer stack.
+make; keeping a compiled call from leaking thread state needs functorch's layer stack;
+recording f's operations without the compiler (``jacbench.core.dispatch_trace``) needs a
+wrapper tensor type and a dispatch mode that torch does not wrap for dynamo.
 torch offers none of them publicly. Each is used through this module only, so that a torch
 upgrade breaks one file, and ``tests/test_torch_internals.py`` runs every one of them and
 names the torch version they were checked on (``CHECKED_ON``).
@@ -102,3 +104,39 @@ def restore_inference_mode(enabled: bool) -> None:
     compiled call left it changed); the guard is kept by the thread."""
     guard = torch.autograd.grad_mode._enter_inference_mode(enabled)
     _THREAD.__dict__.setdefault("guards", []).append(guard)
+
+
+def wrapper_tensor(cls: type, value: torch.Tensor) -> Any:
+    """An instance of the tensor subclass ``cls`` with ``value``'s shape, strides, dtype and
+    device and no storage of its own (torch's way to make a wrapper type, as its documented
+    ``__torch_dispatch__`` examples do)."""
+    return torch.Tensor._make_wrapper_subclass(
+        cls,
+        value.shape,
+        strides=value.stride(),
+        storage_offset=value.storage_offset(),
+        dtype=value.dtype,
+        device=value.device,
+    )
+
+
+# A wrapper type's ``__torch_function__``: every operation goes on to ``__torch_dispatch__``
+# (as in torch's own wrapper types).
+DISABLED_TORCH_FUNCTION = torch._C._disabled_torch_function_impl
+
+
+def _dispatch_mode() -> type:
+    from torch.utils._python_dispatch import TorchDispatchMode
+
+    class DispatchMode(TorchDispatchMode):
+        """A ``TorchDispatchMode`` whose handler torch does not wrap to keep torch.compile
+        out of it: that wrapper imports torch._dynamo on its first call (~0.8 CPU-s)."""
+
+        @classmethod
+        def _should_skip_dynamo(cls) -> bool:
+            return False
+
+    return DispatchMode
+
+
+DispatchMode = _dispatch_mode()

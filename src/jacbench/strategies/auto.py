@@ -130,7 +130,7 @@ def fewest_passes(problem: Problem) -> tuple[int, int]:
     if problem.sparsity is None:
         return problem.n_in, problem.n_out
     pattern = sparsity.from_pairs(problem.sparsity(), (problem.n_out, problem.n_in))
-    return sparsity.lower_bound(pattern), sparsity.lower_bound(pattern.transposed)
+    return sparsity.lower_bound(pattern), sparsity.row_lower_bound(pattern)
 
 
 def outpaced(name: str, passes: tuple[int, int]) -> bool:
@@ -209,8 +209,13 @@ def with_traced_pattern(problem: Problem) -> Problem:
     large to hold dense and the model declares none (a proved pattern: the candidates take
     it as the model's, and check it at the prepared point only); a clear refusal where no
     pattern can be proved, or where its nonzeros would not fit either. On ADBench's ba1
-    (95529 x 55710) tracing takes ~0.6-1.8 CPU-s, as much as one eager call or two."""
-    if not too_large(problem) or problem.sparsity is not None:
+    (95529 x 55710) tracing takes ~0.5 CPU-s in a fresh process, as much as a few eager calls. A
+    declared pattern is read once here: auto asks for it at each of its choices (four times
+    in a tiered preparation: ~0.2 CPU-s of ba1's first call)."""
+    if problem.sparsity is not None:
+        declared = sparsity.from_pairs(problem.sparsity(), (problem.n_out, problem.n_in))
+        return replace(problem, sparsity=lambda: declared)
+    if not too_large(problem):
         return problem
     try:
         pattern, source = sparsity.find(problem.f, problem.points, problem.n_out)
@@ -335,8 +340,10 @@ def ladder(problem: Problem) -> list[tuple[Tier, str, dict]]:
     compiler, ~1 CPU-s): by columns (reverse mode twice) where forward mode would be
     picked, else by rows; the next batches its backward passes (on seed004 7 -> 1.3 ms a
     call, for sympy's import, 0.27 CPU-s)."""
-    if too_large(problem) or problem.sparsity is not None:
-        return [(Tier.EAGER, *ruled(problem, False)), (Tier.COMPILED, *ruled(problem, True))]
+    if too_large(problem) or problem.sparsity is not None:  # eager: plain autograd's passes
+        name, options = ruled(problem, False)
+        eager = (Tier.EAGER, name, {**options, "passes": eager_sparse_passes(problem)})
+        return [eager, (Tier.COMPILED, *ruled(problem, True))]
     if problem.n_out >= problem.n_in:
         # a retrace storm sends it back to the eager tier (jacbench.core.tiers); traced by
         # reverse mode twice: built in a thread of its own, beside the caller's forward AD
@@ -352,6 +359,21 @@ def ladder(problem: Problem) -> list[tuple[Tier, str, dict]]:
         (Tier.BATCHED, "grads_batched", {}),
         (Tier.COMPILED, "jacrev_compiled", {}),
     ]
+
+
+# Outputs (all points together) from which the eager sparse tier's backward passes go one
+# colour at a time: f's operations are then large enough that batching the colours gains
+# nothing (ba1, 95529 outputs: 94 ms a call one at a time, 115 batched), where on smaller
+# ones dispatch dominates (hand tracking c=800, 2400 outputs: 12.6 ms against 4.1).
+ONE_COLOUR_AT_A_TIME = 1 << 15
+
+
+def eager_sparse_passes(problem: Problem) -> str:
+    """How the first sparse tier computes its passes: by plain autograd, which imports
+    nothing of torch's compiler (torch.func's first JVP imports torch._dynamo, ~0.8 CPU-s),
+    one colour at a time where f's output is large, else batched (sympy, ~0.27 CPU-s)."""
+    large = problem.n_out * problem.batch >= ONE_COLOUR_AT_A_TIME
+    return "autograd" if large else "autograd_batched"
 
 
 def tiered(problem: Problem, opts: AutoOptions) -> Declared:
@@ -406,7 +428,21 @@ def tiered(problem: Problem, opts: AutoOptions) -> Declared:
 
     tiers = Tiered(first, tier.value, stages, check, problem.x, background=opts.background)
     info = replace(first.info, decided_by=Decided.RULE.value)
-    return Declared(tiers.jac, info, value_and_jac=tiers.both, mode=first.mode, tiers=tiers)
+    return Declared(
+        tiers.jac,
+        info,
+        value_and_jac=tiers.both,
+        mode=first.mode,
+        tiers=tiers,
+        finite_entries=functools.partial(_finite_entries, tiers),
+    )
+
+
+def _finite_entries(tiers: Tiered, out: torch.Tensor) -> torch.Tensor:
+    """The entries of ``out`` that the tier in use can have written non-finite (a sparse
+    tier's pattern; all for the others): each tier's Jacobian has the same entries."""
+    entries = tiers.current.finite_entries
+    return out if entries is None else entries(out)
 
 
 def _unready() -> Prepared:
@@ -504,4 +540,6 @@ def auto(problem: Problem, opts: AutoOptions):
     chosen, how = choose(problem, opts)
     info = replace(chosen.info, chosen_strategy=chosen.strategy, decided_by=how.value)
     both = chosen.raw_both if chosen.both_fn is not None else None
-    return Declared(chosen.raw, info, value_and_jac=both, mode=chosen.mode)
+    return Declared(
+        chosen.raw, info, value_and_jac=both, mode=chosen.mode, finite_entries=chosen.finite_entries
+    )

@@ -14,6 +14,7 @@ colours, their lower bound, the density and where the pattern came from are decl
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
@@ -26,12 +27,14 @@ from jacbench.core.numerics import tolerance
 from jacbench.core.problem import Problem
 from jacbench.core.sparsity import Pattern
 from jacbench.core.strategy import Declared, Kind, Mode, PrepInfo, StrategySkip, strategy
+from jacbench.strategies import autograd
 from jacbench.strategies.compiled import compile_checked, retraced
 from jacbench.strategies.finite_diff import FdOptions, step_size, steps
 from jacbench.strategies.func import per_point
 
 PATTERN_SOURCES = ("auto", "detect", "probe")
 OUTPUTS = ("dense", "csr", "scipy")
+PASSES = ("functorch", "autograd", "autograd_batched")
 CHUNK_ELEMENTS = 1 << 20  # perturbed numbers evaluated at once by sparse_fd
 MAX_DETECT_POINTS = 100  # each costs N forward-mode passes; a bound, not a useful value
 
@@ -72,6 +75,21 @@ class SparseOptions(PatternOptions):
     # torch.compile the compressed passes and the read-back (in prepare): on burgers n=4096
     # it takes them from ~2.7 ms to ~0.26 ms, eager forward AD being dispatch-bound there
     compile: bool = False
+    # functorch: one vmapped torch.func pass for all colours (JVPs, or VJPs by rows);
+    # autograd: plain torch.autograd, one backward pass per colour (sparse_jacfwd: reverse
+    # mode twice, as double_backward), eager only. It imports nothing of torch's compiler,
+    # where torch.func's first pass imports torch._dynamo (~0.8 CPU-s in a fresh process:
+    # auto's first tier); on bundle adjustment ba1 94 ms a call against 113-146.
+    # autograd_batched: the same, all colours in one batched backward pass (autograd's
+    # is_grads_batched: imports sympy, ~0.27 CPU-s once): where f's operations are small and
+    # dispatch-bound, as hand tracking's (c=800: 4.1 ms against 12.6 one at a time).
+    passes: str = "functorch"
+
+    def __post_init__(self) -> None:
+        super().__post_init__()
+        _choice("passes", self.passes, PASSES)
+        if self.compile and self.passes != "functorch":
+            raise ValueError("compile=true compiles the functorch passes: set passes=functorch")
 
 
 @dataclass
@@ -128,6 +146,11 @@ class Assembler:
         dense.index_copy_(1, self.linear, values.reshape(p.batch, -1))
         return dense.reshape(p.jacobian_shape)
 
+    def entries(self, dense: torch.Tensor) -> torch.Tensor:
+        """The pattern's entries of a dense answer: the only ones that can be NaN or
+        infinite (the rest are the zeros ``__call__`` wrote)."""
+        return dense.reshape(self.problem.batch, -1).index_select(1, self.linear)
+
 
 def _setup(
     problem: Problem, opts: PatternOptions, by_rows: bool
@@ -149,7 +172,7 @@ def _setup(
     colors = color(pattern, thorough)
     seed = sparsity.seeds(colors).to(dtype=problem.dtype, device=problem.device)
     device_pattern = pattern.to(problem.device)
-    bound = sparsity.lower_bound(pattern.transposed if by_rows else pattern)
+    bound = sparsity.row_lower_bound(pattern) if by_rows else sparsity.lower_bound(pattern)
     info = PrepInfo(
         n_colors=int(seed.shape[0]),
         pattern_density=pattern.density,
@@ -163,11 +186,18 @@ def _setup(
 
 
 def _checked(
-    problem: Problem, jac: Callable, pattern: Pattern, info: PrepInfo, approximate: bool = False
+    problem: Problem,
+    jac: Callable,
+    pattern: Pattern,
+    info: PrepInfo,
+    assemble: Assembler,
+    approximate: bool = False,
 ) -> Declared:
     """The sparse Jacobian, after ``sparsity.verify`` at the problem's first point, and at
     random points where the pattern is not proved (an approximate one to within its dtype's
-    tolerance for finite differences)."""
+    tolerance for finite differences); a dense answer's finiteness is checked on its
+    pattern's entries alone (``Declared.finite_entries``)."""
+    entries = assemble.entries if assemble.output == "dense" else None
     points = problem.points
 
     def first_point(out: Any) -> Any:
@@ -184,7 +214,7 @@ def _checked(
         sparsity.verify(problem.f, at, points[0], first, pattern, info.pattern_source, allowed)
     except ValueError as exc:
         raise ConfigError(str(exc)) from None
-    return Declared(jac, info)
+    return Declared(jac, info, finite_entries=entries)
 
 
 def _read_back(
@@ -204,6 +234,66 @@ def _read_back(
         except StrategySkip:
             passes = compile_checked(many, problem.x)
     return lambda x: passes(x).flatten(-2).index_select(-1, index)
+
+
+def _read_back_eager(passes: Callable, index: torch.Tensor) -> Callable:
+    """The nonzeros from plain autograd's passes (``passes="autograd"``), as ``_read_back``
+    reads them; the passes handle a batch of points themselves."""
+    return lambda x: passes(x).flatten(-2).index_select(-1, index)
+
+
+@torch.enable_grad()
+def _reverse_twice(
+    problem: Problem, seed: torch.Tensor, batched: bool, x: torch.Tensor
+) -> torch.Tensor:
+    """(n_colors, M) per point, J s_c for each colour's seed s_c, by reverse mode twice
+    (``double_backward``'s trick: g(u) = J^T u is linear in u, so the gradient of s_c . g(u)
+    with respect to u is J s_c): one backward pass with create_graph, then one small one per
+    colour, or one batched over the colours. One at a time, no ``grad_outputs`` tensor is
+    passed (autograd's shape check of one imports sympy)."""
+    X, Y = autograd.forward_with_grad(problem, x)
+    U = torch.zeros_like(Y, requires_grad=True)
+    (G,) = torch.autograd.grad((Y * U).sum(), X, create_graph=True, allow_unused=True)
+    linear = G is not None and G.requires_grad  # else f depends on none of x
+    return _per_colour(problem, seed, batched, G if linear else None, U)
+
+
+@torch.enable_grad()
+def _reverse_by_rows(
+    problem: Problem, seed: torch.Tensor, batched: bool, x: torch.Tensor
+) -> torch.Tensor:
+    """(n_colors, N) per point, s_c^T J for each colour's seed s_c: one plain backward pass
+    per colour, or one batched over the colours."""
+    X, Y = autograd.forward_with_grad(problem, x)
+    return _per_colour(problem, seed, batched, Y if Y.requires_grad else None, X)
+
+
+def _per_colour(
+    problem: Problem, seed: torch.Tensor, batched: bool, out: torch.Tensor | None, wrt: torch.Tensor
+) -> torch.Tensor:
+    """The gradients of s_c . out (out: (B, K) per point) with respect to ``wrt`` (B, L)
+    for each colour's seed s_c, as the compressed passes give them: (B, n_colors, L)."""
+    colours = seed.shape[0]
+    if out is None:  # out does not depend on wrt
+        stacked = wrt.new_zeros(wrt.shape[0], colours, wrt.shape[1])
+    elif batched:
+        seeds = seed.unsqueeze(1).expand(colours, *out.shape)
+        (grad,) = torch.autograd.grad(out, wrt, seeds, is_grads_batched=True, allow_unused=True)
+        stacked = wrt.new_zeros(colours, *wrt.shape) if grad is None else grad
+        stacked = stacked.transpose(0, 1)
+    else:
+        each = [
+            torch.autograd.grad((out * seed[c]).sum(), wrt, retain_graph=c < colours - 1,
+                                allow_unused=True)[0]
+            for c in range(colours)
+        ]  # fmt: skip
+        stacked = torch.stack([autograd._or_zeros(g, wrt) for g in each], dim=1)
+    return _per_point(problem, stacked)
+
+
+def _per_point(problem: Problem, stacked: torch.Tensor) -> torch.Tensor:
+    """(B, n_colors, K) as the compressed passes give it: per point, or one point's."""
+    return stacked if problem.batch > 1 else stacked[0]
 
 
 def _same_elsewhere(traced: Callable, eager: Callable, problem: Problem) -> bool:
@@ -231,8 +321,14 @@ def sparse_jacfwd(problem: Problem, opts: SparseOptions):
     def compressed(x: torch.Tensor) -> torch.Tensor:  # (n_colors, M) = (J @ seed.T).T
         return torch.func.vmap(lambda s: torch.func.jvp(f, (x,), (s,))[1])(seed)
 
-    values = _read_back(compressed, problem, opts, entry_colors * problem.n_out + pattern.rows)
-    return _checked(problem, lambda x: assemble(values(x)), pattern, info)
+    index = entry_colors * problem.n_out + pattern.rows
+    if opts.passes != "functorch":
+        batched = opts.passes == "autograd_batched"
+        passes = functools.partial(_reverse_twice, problem, seed, batched)
+        values = _read_back_eager(passes, index)
+    else:
+        values = _read_back(compressed, problem, opts, index)
+    return _checked(problem, lambda x: assemble(values(x)), pattern, info, assemble)
 
 
 @strategy(Kind.EXACT, Mode.REVERSE, options=SparseOptions, batch=True)
@@ -246,8 +342,14 @@ def sparse_jacrev(problem: Problem, opts: SparseOptions):
         _, pullback = torch.func.vjp(f, x)  # type: ignore[misc]  # stub: or has_aux's triple
         return torch.func.vmap(pullback)(seed)[0]
 
-    values = _read_back(compressed, problem, opts, entry_colors * problem.n_in + pattern.cols)
-    return _checked(problem, lambda x: assemble(values(x)), pattern, info)
+    index = entry_colors * problem.n_in + pattern.cols
+    if opts.passes != "functorch":
+        batched = opts.passes == "autograd_batched"
+        passes = functools.partial(_reverse_by_rows, problem, seed, batched)
+        values = _read_back_eager(passes, index)
+    else:
+        values = _read_back(compressed, problem, opts, index)
+    return _checked(problem, lambda x: assemble(values(x)), pattern, info, assemble)
 
 
 @strategy(Kind.APPROXIMATE, Mode.NUMERIC, options=SparseFdOptions, batch=True)
@@ -273,4 +375,4 @@ def sparse_fd(problem: Problem, opts: SparseFdOptions):
         values = compressed[:, entry_colors, pattern.rows] / h[:, pattern.cols]
         return assemble(values if B > 1 else values[0])
 
-    return _checked(problem, jac, pattern, info, approximate=True)
+    return _checked(problem, jac, pattern, info, assemble, approximate=True)
