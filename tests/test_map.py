@@ -104,6 +104,28 @@ def test_the_summary_names_the_worst_cell_and_where_the_textbook_rule_loses(foun
     assert "picks the slower mode in 4 cell(s)" in text
 
 
+def test_the_summary_lists_every_cell_the_regret_map_frames_also_without_a_settled_winner():
+    """The map of 2026-11-26 framed banded float64 N = M = 1024 (auto 3.41x, settled slower
+    than the best) while the summary, counting cells with a settled winner, did not name it."""
+    rows = map_rows(models=("map_dense",))
+    slow = (rows["strategy"] == "auto") & (rows["n_in"] == 4) & (rows["n_out"] == 4)
+    rows.loc[slow, ["time_median_s", "time_ci_low_s", "time_ci_high_s"]] = [
+        1.5e-3,
+        1.47e-3,
+        1.53e-3,
+    ]
+    axes, cells = grid.cells(rows)
+    tie = cell(cells, "map_dense", 4, 4)
+    assert not tie.winner and tie.auto_loses  # jacfwd and jacrev tied; auto settled slower
+    framed = {(c.x, c.y) for c in cells if c.auto_loses}
+    summary = grid.summarise(axes, cells)
+    assert {(c.x, c.y) for c in summary.losses} == framed == {(4, 4), (64, 64)}
+    text = "\n".join(summary.lines())
+    assert "2 cell(s) where auto is settled slower by more than 1.10x" in text
+    assert "N=4 M=4 (1.50, no settled winner)" in text and "N=64 M=64 (1.50)" in text
+    assert summary.settled_cells == 3  # the regret's median and worst: settled cells only
+
+
 def test_a_cell_where_auto_waited_for_its_core_is_left_out_of_the_regret_and_said():
     """auto 1.5x slower at (64, 64), but its process got half a core while timed: that time
     is the machine's, not auto's, so it is neither a loss nor in the median; the summary

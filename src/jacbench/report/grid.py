@@ -162,7 +162,9 @@ class MapSummary:
     settled_cells: int  # cells with a settled winner, an auto row, auto's time its own
     regrets: list[float]
     worst: Cell | None
-    losses: list[Cell]  # cells where auto is settled slower by more than REGRET_BOUND
+    # cells where auto is settled slower by more than REGRET_BOUND (those the regret heat map
+    # frames), also where no winner is settled
+    losses: list[Cell]
     textbook_losses: list[Cell]  # settled cells where M >= N -> forward picked the wrong mode
     contended: list[Cell] = field(default_factory=list)  # auto slower, but it waited: left out
     by_dtype: dict[str, list[float]] = field(default_factory=dict)
@@ -181,7 +183,7 @@ class MapSummary:
                 f"({w.family}, N={w.x:g}, M={w.y:g}, against {w.best_exact}); "
                 f"{per_dtype}; {len(self.losses)} cell(s) "
                 f"where auto is settled slower by more than {REGRET_BOUND:.2f}x"
-                + (": " + "; ".join(_where(c) for c in self.losses) if self.losses else "")
+                + (": " + "; ".join(_loss(c) for c in self.losses) if self.losses else "")
             )
         if self.contended:
             out.append(
@@ -205,6 +207,11 @@ class MapSummary:
 
 def _median(values: list[float]) -> float:
     return float(statistics.median(values))
+
+
+def _loss(cell: Cell) -> str:
+    unsettled = "" if cell.winner else ", no settled winner"
+    return f"{_where(cell)} ({cell.regret:.2f}{unsettled})"
 
 
 def _where(cell: Cell) -> str:
@@ -231,7 +238,7 @@ def summarise(axes: tuple[str, str] | None, found: list[Cell]) -> MapSummary:
         len(scored),
         [c.regret for c in scored if c.regret is not None],
         worst,
-        [c for c in scored if c.auto_loses],
+        [c for c in found if c.auto_loses],  # as the heat map frames them
         textbook,
         [c for c in settled if c.auto_contended],
         by_dtype,
