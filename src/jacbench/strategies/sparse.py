@@ -251,6 +251,21 @@ def _read_back_eager(passes: Callable, index: torch.Tensor) -> Callable:
     return lambda x: passes(x).flatten(-2).index_select(-1, index)
 
 
+def _values(
+    problem: Problem,
+    opts: SparseOptions,
+    index: torch.Tensor,
+    compressed: Callable,
+    autograd_passes: Callable,
+) -> Callable:
+    """The nonzeros at x by ``opts.passes``: torch.func's ``compressed`` passes, or plain
+    autograd's (``autograd_passes(batched, x)``, batched over the colours or one at a time)."""
+    if opts.passes == "functorch":
+        return _read_back(compressed, problem, opts, index)
+    batched = opts.passes == "autograd_batched"
+    return _read_back_eager(functools.partial(autograd_passes, batched), index)
+
+
 @torch.enable_grad()
 def _reverse_twice(
     problem: Problem, seed: torch.Tensor, batched: bool, x: torch.Tensor
@@ -331,12 +346,9 @@ def sparse_jacfwd(problem: Problem, opts: SparseOptions):
         return torch.func.vmap(lambda s: torch.func.jvp(f, (x,), (s,))[1])(seed)
 
     index = entry_colors * problem.n_out + pattern.rows
-    if opts.passes != "functorch":
-        batched = opts.passes == "autograd_batched"
-        passes = functools.partial(_reverse_twice, problem, seed, batched)
-        values = _read_back_eager(passes, index)
-    else:
-        values = _read_back(compressed, problem, opts, index)
+    values = _values(
+        problem, opts, index, compressed, functools.partial(_reverse_twice, problem, seed)
+    )
     return _checked(problem, lambda x: assemble(values(x)), pattern, info, assemble)
 
 
@@ -352,12 +364,9 @@ def sparse_jacrev(problem: Problem, opts: SparseOptions):
         return torch.func.vmap(pullback)(seed)[0]
 
     index = entry_colors * problem.n_in + pattern.cols
-    if opts.passes != "functorch":
-        batched = opts.passes == "autograd_batched"
-        passes = functools.partial(_reverse_by_rows, problem, seed, batched)
-        values = _read_back_eager(passes, index)
-    else:
-        values = _read_back(compressed, problem, opts, index)
+    values = _values(
+        problem, opts, index, compressed, functools.partial(_reverse_by_rows, problem, seed)
+    )
     return _checked(problem, lambda x: assemble(values(x)), pattern, info, assemble)
 
 
