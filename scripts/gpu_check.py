@@ -203,9 +203,9 @@ def check_map(device: str, scratch: Path, sizes: str, narrowed: list[str]) -> Ch
     grid = [f"model.n_in={sizes}", f"model.n_out={sizes}"] if sizes else []
     overrides = [f"device={device}", "mlflow.enabled=false", *grid, *narrowed]
     jacbench_cli(folder, "-m", "+experiment=map", *overrides)
-    (report,) = folder.glob("multirun/*/*/report")
-    (answer,) = folder.glob("multirun/*/*/answer.md")
-    print(answer.read_text())
+    # the newest sweep's: a map resumed after a timeout leaves one folder per command
+    report = max(folder.glob("multirun/*/*/report"), key=lambda p: p.stat().st_mtime)
+    print((report.parent / "answer.md").read_text())
     drawn = [name for name in MAP_FIGURES if (report / name).is_file()]
     rows = read_results(folder / "results")
     failed = int((rows["status"] == "failed").sum())

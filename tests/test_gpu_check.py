@@ -66,7 +66,7 @@ def test_every_check_passes_on_the_gpu(monkeypatch, capsys, tmp_path: Path):
     assert "TF32 off is no less accurate than on" in names
 
 
-@pytest.mark.slow  # ~30 s: 12 jobs and a report
+@pytest.mark.slow  # ~40 s: 12 jobs and a report, then resumed
 def test_the_map_check_draws_the_three_heat_maps_on_the_cpu(monkeypatch, capsys, tmp_path):
     """`--map` on a narrowed grid: the map preset through the CLI, its heat maps in the report
     (on a GPU the same check runs the whole map: `--map`)."""
@@ -76,3 +76,9 @@ def test_the_map_check_draws_the_three_heat_maps_on_the_cpu(monkeypatch, capsys,
     output = capsys.readouterr().out
     assert checks_passed(output) == ["the map"]
     assert "12 jobs, 0 failed; heat maps 3/3" in output
+    # run again into the same folder, as after a timeout on a GPU lease: the map resumes in a
+    # second sweep folder and the check reads the newest one (it read exactly one before)
+    assert run_script(monkeypatch, *args, "--map-args", *narrowed) == 0
+    output = capsys.readouterr().out
+    assert "Reused 12 row(s)" in output and "12 jobs, 0 failed; heat maps 3/3" in output
+    assert len(list(tmp_path.glob("map/multirun/*/*/report"))) == 2

@@ -239,3 +239,21 @@ def test_auto_times_a_near_tie_of_slow_calls_again_and_keeps_the_faster_of_the_s
     tiny = [0.01, 0.009, 0.0105]  # a close tie of fast calls: the first timing stands
     assert fastest(tiny, slow, again) == 1
     assert asked == [[0, 1, 2]]
+
+
+def test_the_map_answer_counts_failed_jobs_and_answers_nothing_when_every_job_failed():
+    """The first GPU run failed every job (a device mismatch) and its answer still pointed at
+    the heat maps as if they held one."""
+    from jacbench.experiments.strategy_map import answer
+
+    rows = map_rows()
+    broken = rows.index[:3]
+    rows.loc[broken, "status"] = "failed"
+    rows.loc[broken, "error_message"] = "RuntimeError: mat is on cpu"
+    text = answer(rows)
+    assert f"- 3 of {len(rows)} jobs failed, their cells left empty" in text
+    assert "(most often: RuntimeError: mat is on cpu)" in text and "see the heat maps" in text
+    rows["status"] = "failed"
+    text = answer(rows)
+    assert text.startswith(f"map: nothing to answer: {len(rows)} of {len(rows)} jobs failed")
+    assert "see the heat maps" not in text

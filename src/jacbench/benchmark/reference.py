@@ -284,7 +284,10 @@ class References:
         if method not in self.doubts:
             f, x = in_float64(self.exact.f), self.exact.points[0]
             first = self.jacobians[method].reshape(-1, self.exact.n_out, self.exact.n_in)[0]
-            self.doubts[method] = fd_probe(f, x, lambda v: first @ v.reshape(-1), method)
+            # the reference lives on the CPU, the point on its device: J v on the CPU
+            self.doubts[method] = fd_probe(
+                f, x, lambda v: (first @ v.reshape(-1).cpu()).to(v), method
+            )
         return self.doubts[method]
 
 
@@ -380,9 +383,9 @@ def sampled_reference(problem: Problem, k: int = SAMPLE, seed: int = 0) -> Sampl
     gen = torch.Generator().manual_seed(seed)
     cols = torch.randperm(n, generator=gen)[: min(k, n)].sort().values
     rows = torch.randperm(m, generator=gen)[: min(k, m)].sort().values
-    basis_in = torch.zeros(len(cols), n, dtype=torch.float64)
+    basis_in = torch.zeros(len(cols), n, dtype=torch.float64, device=x.device)
     basis_in[torch.arange(len(cols)), cols] = 1
-    basis_out = torch.zeros(len(rows), m, dtype=torch.float64)
+    basis_out = torch.zeros(len(rows), m, dtype=torch.float64, device=x.device)
     basis_out[torch.arange(len(rows)), rows] = 1
 
     def jvp(v: torch.Tensor) -> torch.Tensor:
@@ -391,9 +394,10 @@ def sampled_reference(problem: Problem, k: int = SAMPLE, seed: int = 0) -> Sampl
     by_cols = torch.func.vmap(jvp)(basis_in).T  # (M, k)
     _, pullback = torch.func.vjp(lambda v: f(v).reshape(-1), x)  # type: ignore[misc]  # stub: or has_aux's triple
     by_rows = torch.func.vmap(pullback)(basis_out)[0].reshape(len(rows), n)  # (k, N)
-    both_a, both_b = by_cols[rows], by_rows[:, cols]
     unstable = deterministic(f, x)
     doubt = fd_probe(f, x, jvp, SAMPLED_METHOD)
+    by_cols, by_rows = by_cols.cpu(), by_rows.cpu()  # judged on the CPU (sampled_entries)
+    both_a, both_b = by_cols[rows], by_rows[:, cols]
     return Sample(cols, rows, by_cols, by_rows, _rel(both_b, both_a), unstable, doubt)
 
 

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import pandas as pd
 
+from jacbench.core.enums import Status
 from jacbench.experiments import table
 from jacbench.report import grid
 from jacbench.report.heatmaps import short
@@ -37,8 +38,23 @@ def _winners(cells: list[grid.Cell]) -> list[str]:
     return out
 
 
+def _failures(rows: pd.DataFrame) -> list[str]:
+    """How many jobs failed, with the commonest message: their cells stay empty, and a map
+    of nothing but failures must not read as an answer (every CUDA job failed on the first
+    GPU run, and the answer still pointed at the heat maps)."""
+    failed = rows[rows["status"] == Status.FAILED]
+    if failed.empty:
+        return []
+    message = failed["error_message"].fillna("").value_counts().index[0][:200]
+    counted = f"{len(failed)} of {len(rows)} jobs failed, their cells left empty"
+    return [f"{counted} (most often: {message})"]
+
+
 def answer(rows: pd.DataFrame) -> str:
     normalised, _ = normalise(rows)
+    failures = _failures(normalised)
+    if failures and bool((normalised["status"] == Status.FAILED).all()):
+        return "map: nothing to answer: " + failures[0]
     axes, cells = grid.cells(normalised)
     if axes is None or not cells:  # no axes: no cells either
         return "map: no cells with two numeric axes were recorded."
@@ -48,7 +64,7 @@ def answer(rows: pd.DataFrame) -> str:
         f"{grid.axis_name(axes[1])}, {len({c.family for c in cells})} families",
         *_winners(cells),
         "codes: " + ", ".join(f"{short(n)} = {n}" for n in names),
-        *(f"- {line}" for line in grid.summarise(axes, cells).lines()),
+        *(f"- {line}" for line in [*failures, *grid.summarise(axes, cells).lines()]),
         "Answer: see the heat maps in the sweep's report (map_winner, map_forward_over_reverse, "
         "map_auto_regret); a cell names a winner only where the rule settles it.",
     ]

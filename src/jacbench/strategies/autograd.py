@@ -106,7 +106,9 @@ def double_backward(problem: Problem, opts: DoubleBackwardOptions):
 
     def jac(X: torch.Tensor, Y: torch.Tensor) -> torch.Tensor:
         if not Y.requires_grad:  # f does not depend on x
-            return per_sample(problem, torch.zeros(*Y.shape, X.shape[1], dtype=Y.dtype))
+            return per_sample(
+                problem, torch.zeros(*Y.shape, X.shape[1], dtype=Y.dtype, device=Y.device)
+            )
         if by_rows:
             return _rows(problem, X, Y) if by_rows[0] else _columns(problem, X, Y, opts.batched)
         plain = _plain_product(X, Y)
@@ -133,7 +135,9 @@ def _columns(
     U = torch.zeros_like(Y, requires_grad=True)
     (G,) = torch.autograd.grad((Y * U).sum(), X, create_graph=True, allow_unused=True)
     if G is None:  # Y does not depend on X
-        return per_sample(problem, torch.zeros(*Y.shape, X.shape[1], dtype=Y.dtype))
+        return per_sample(
+            problem, torch.zeros(*Y.shape, X.shape[1], dtype=Y.dtype, device=Y.device)
+        )
     if batched:  # e_j for every sample at once, j = 1..N: (N, B, N) -> (N, B, M)
         basis = torch.eye(problem.n_in, dtype=G.dtype, device=G.device)
         basis = basis.unsqueeze(1).expand(problem.n_in, *G.shape)

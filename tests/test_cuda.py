@@ -1,0 +1,62 @@
+"""On a CUDA device: every strategy and the benchmark's references, against the CPU's answer.
+
+The first run on a GPU (an H200, 2026-11-26) failed every job: the reference's
+finite-difference probe multiplied the CPU copy of the reference by a direction on the GPU.
+These tests skip without CUDA; ``scripts/gpu_check.py`` runs the CLI side on a GPU.
+"""
+
+from __future__ import annotations
+
+import pytest
+import torch
+
+import jacbench
+from jacbench.benchmark.problems import build_problem
+from jacbench.benchmark.reference import References, sampled_reference
+from jacbench.core.enums import Kind, Mode
+from jacbench.core.registry import load_registry
+from jacbench.testing import PROBLEMS, TOLERANCE, jacobian_at, prepare_for_contract
+
+pytestmark = pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA GPU")
+CUDA, CPU = torch.device("cuda"), torch.device("cpu")
+NAMES = sorted(load_registry().strategies)
+
+
+def on(device: torch.device, key: str = "mlp", dtype: torch.dtype = torch.float64):
+    return build_problem(PROBLEMS[key], dtype, device, seed=0)
+
+
+@pytest.mark.parametrize("key", ["mlp", "mlp-params", "mlp-batch3"])
+@pytest.mark.parametrize("name", NAMES)
+def test_every_strategy_on_cuda_gives_the_cpu_answer_on_cuda(name: str, key: str):
+    registry = load_registry()
+    spec, gpu = registry.get(name), on(CUDA, key)
+    if spec.kind is Kind.NEGATIVE_CONTROL:
+        pytest.skip("wrong by design")
+    if spec.mode is Mode.ANALYTIC or (gpu.batch > 1 and not spec.batch):
+        pytest.skip("the contract lets it skip this problem")
+    jac = prepare_for_contract(name, gpu, registry)(gpu.x)
+    dense = jac.to_dense() if jac.layout != torch.strided else jac
+    assert dense.device.type == "cuda"
+    cpu = on(CPU, key)
+    expected = jacobian_at(cpu, cpu.x)
+    err = float(torch.linalg.norm(dense.cpu() - expected) / torch.linalg.norm(expected))
+    assert err < TOLERANCE[spec.kind], err
+
+
+def test_the_reference_and_its_probe_run_on_cuda_and_equal_the_cpus():
+    gpu, cpu = References(on(CUDA)).for_mode(None), References(on(CPU)).for_mode(None)
+    assert gpu.doubt == "" and gpu.method == cpu.method
+    assert torch.allclose(gpu.jacobian, cpu.jacobian, rtol=1e-12, atol=1e-14)
+
+
+def test_the_sampled_reference_runs_on_cuda_and_equals_the_cpus():
+    gpu, cpu = sampled_reference(on(CUDA)), sampled_reference(on(CPU))
+    assert gpu.doubt == "" and gpu.by_cols.device.type == "cpu"
+    assert torch.allclose(gpu.expected(), cpu.expected(), rtol=1e-12, atol=1e-14)
+
+
+def test_a_function_of_nothing_has_zeros_on_its_device():
+    x = torch.ones(3, device=CUDA)
+    jac = jacbench.prepare(lambda x: torch.zeros(2, device=x.device), x, "double_backward")(x)
+    assert jac.device.type == "cuda" and not bool(jac.any())
