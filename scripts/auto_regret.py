@@ -29,6 +29,7 @@ from hydra.utils import instantiate
 from omegaconf import OmegaConf
 
 import jacbench
+from jacbench.timing.allocator import hold_steady
 
 ROOT = Path(__file__).resolve().parents[1]
 # the map's exact strategies in their eager forms (conf/experiment/map.yaml), with options
@@ -124,10 +125,11 @@ def main() -> None:
     parser.add_argument("--budget", type=float, default=0.01, help="CPU-s per strategy a round")
     args = parser.parse_args()
     torch.set_num_threads(1)
+    allocator = hold_steady()  # as the runner times the map's jobs
     sizes = [int(s) for s in args.sizes.split(",")]
     print(
         f"auto_regret: torch {torch.__version__}, jacbench {jacbench.__version__}, "
-        f"1 thread, thread CPU time, {args.rounds} interleaved rounds; "
+        f"1 thread, thread CPU time, {args.rounds} interleaved rounds, {allocator}; "
         f"load {os.getloadavg()[0]:.2f} at the start"
     )
     cells = []

@@ -286,6 +286,7 @@ EARLIER_LACKING = ["tier", "decided_by", "pattern_source", "undecided_reason", "
 EARLIER_LACKING += ["time_ci_low_s", "time_ci_high_s", "time_blocks_s", "cpu_blocks_s"]
 EARLIER_LACKING += ["cpu_median_s", "cpu_wall_ratio", "load_avg_1m", "reference_sample"]
 EARLIER_LACKING += ["round", "pair_id", "jacbench_version", "code_digest", "hostname", "cpu_model"]
+EARLIER_LACKING += ["allocator"]  # before 2026-11-26
 
 
 def test_a_sweep_resumed_over_rows_of_an_earlier_jacbench_ends_with_its_summary(launch, tmp_path):

@@ -42,6 +42,7 @@ def make_result(**changes) -> Result:
         out_norm=2.0,
         jacobian=[1.0, 2.0],
         threads=1,
+        allocator="test allocator",
         peak_mem_bytes=1024,
         memory_method="cpu",
         max_abs_err=1e-8,

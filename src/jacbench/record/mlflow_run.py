@@ -371,6 +371,7 @@ def log_result(
         "code_digest": result.code_digest,
         "hostname": result.hostname,
         "cpu_model": result.cpu_model,
+        "allocator": result.allocator,
     }
     params = params_of(result, model_options, strategy_options)
     ended = RunEnd.FAILED if result.status == Status.FAILED else RunEnd.FINISHED

@@ -81,6 +81,8 @@ class Result:
     load_avg_1m: float | None = None
     first_call_s: float | None = None  # prepare plus the first call
     threads: int = 1
+    # glibc's thresholds held fixed while timing (jacbench.timing.allocator), or "system"
+    allocator: str = ""
     measure_s: float | None = None  # wall time running the strategy (first call, timing, memory)
     # memory
     peak_mem_bytes: int | None = None

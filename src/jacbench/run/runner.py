@@ -47,6 +47,7 @@ from jacbench.run.identity import config_hash
 from jacbench.run.job import JobSpec, make_job
 from jacbench.run.provenance import cpu_model, device_name, hostname
 from jacbench.run.provenance import provenance as where_made
+from jacbench.timing.allocator import hold_steady
 from jacbench.timing.measure import (
     FirstCall,
     Timing,
@@ -180,7 +181,9 @@ def combine(labels: Mapping[str, object], records: list[Any]) -> Result:
 
 
 def provenance(job: JobSpec) -> dict[str, Any]:
-    """What identifies the job and where it ran; known before anything runs."""
+    """What identifies the job and where it ran; known before anything runs. The allocator
+    is held steady here, before the job runs, so that its time does not depend on the jobs
+    before it in the process (jacbench.timing.allocator)."""
     made_by = where_made(job.strategy.setup.__module__, job.model, device_name(job.device))
     return {
         "wrt": str(job.model.get("wrt") or "input"),
@@ -193,6 +196,7 @@ def provenance(job: JobSpec) -> dict[str, Any]:
         "config_hash": job.config_hash,
         "git_commit": git_commit(),
         "started_at": datetime.now(timezone.utc),
+        "allocator": hold_steady(),
         **made_by.columns(),
     }
 
