@@ -8,6 +8,8 @@ answers agree with f's at random points; a calibration made under load is not re
 from __future__ import annotations
 
 import json
+import shutil
+import time
 
 import pytest
 import torch
@@ -73,6 +75,29 @@ def test_changed_code_dtype_or_torch_version_decide_again(cache, monkeypatch):
     monkeypatch.setattr(torch, "__version__", "9.9.9")
     assert jacbench.prepare(f, x, **OPTIONS).info.decided_by == "calibrated"
     assert len(calibrations) == 4 and len(list(folder.glob("*.json"))) == 4
+
+
+def test_a_decision_made_by_other_library_code_is_made_again(cache, monkeypatch, tmp_path, request):
+    """The version alone did not change between commits: a development tree's map reused
+    decisions that code since fixed had calibrated (auto 1.42-2.58x the best strategy in
+    three of the map's cells)."""
+    folder, calibrations = cache
+    x = torch.randn(5, dtype=torch.float64)
+    jacbench.prepare(f, x, **OPTIONS)
+    library = tmp_path / "library"
+    library.mkdir()
+    for part in decisions.DECIDING:
+        copy = shutil.copytree if (decisions.LIBRARY / part).is_dir() else shutil.copy
+        copy(decisions.LIBRARY / part, library / part)
+    monkeypatch.setattr(decisions, "LIBRARY", library)
+    request.addfinalizer(decisions.library_digest.cache_clear)  # the real library's next
+    decisions.library_digest.cache_clear()
+    assert jacbench.prepare(f, x, **OPTIONS).info.decided_by == "remembered"  # the same code
+    with open(library / "core" / "interleaved.py", "a") as changed:
+        changed.write("\nROUNDS = 7\n")
+    decisions.library_digest.cache_clear()
+    assert jacbench.prepare(f, x, **OPTIONS).info.decided_by == "calibrated"
+    assert len(calibrations) == 2 and len(list(folder.glob("*.json"))) == 2
 
 
 def test_a_decision_made_among_other_choices_is_made_again(cache, monkeypatch):
@@ -148,6 +173,39 @@ def test_calibration_counts_the_work_not_the_wait():
     with torch_threads(1):  # one thread: CPU time is what a call costs
         waits, works = _seconds_per_call([waiting, working], x, budget=0.1)
     assert waits < 0.0005 < works < 0.01  # by wall clock the sleeper would be the slower
+
+
+def busy(seconds: float) -> None:
+    end = time.process_time() + seconds
+    while time.process_time() < end:
+        pass
+
+
+def test_calibration_times_a_candidate_after_it_refilled_its_caches():
+    """A candidate's first calls after another's are slower (jacrev on the map's banded
+    float64 N=1024 M=64 after functional: 0.85-1.18 ms, then 0.29): timed from the switch on,
+    blocks made it 0.51-0.54 ms beside grads_batched's 0.45, and auto chose grads_batched
+    (1.42x jacrev back to back). Here: 1.5 ms for eight calls after a switch, then 0.4 ms,
+    against a steady 0.7 ms."""
+    from jacbench.strategies.auto import _seconds_per_call
+    from jacbench.timing.measure import torch_threads
+
+    since_switch = {"ramp": 0, "steady": 0}
+
+    def ramp(x):
+        since_switch["steady"] = 0
+        since_switch["ramp"] += 1
+        busy(0.0015 if since_switch["ramp"] <= 8 else 0.0004)
+        return x
+
+    def steady(x):
+        since_switch["ramp"] = 0
+        busy(0.0007)
+        return x
+
+    with torch_threads(1):
+        ramps, steadies = _seconds_per_call([ramp, steady], torch.zeros(3), budget=0.2)
+    assert ramps < 0.0005 < 0.0006 < steadies
 
 
 def test_with_several_threads_calibration_times_what_the_user_waits():

@@ -20,6 +20,7 @@ decides again, after one ``CacheWarning`` naming the cache.
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import inspect
 import json
@@ -35,6 +36,7 @@ from torch import nn
 
 from jacbench.core import cache
 from jacbench.core.cache import ENV, cache_folder  # noqa: F401  (ENV: the documented name)
+from jacbench.core.sources import digest_of, files_under
 from jacbench.core.version import VERSION
 
 
@@ -57,6 +59,19 @@ def _code_of(module: nn.Module) -> str:
         return repr(module)
 
 
+LIBRARY = Path(__file__).resolve().parents[1]  # the jacbench package
+DECIDING = ("api.py", "core", "strategies")  # the code that prepares, calibrates and decides
+
+
+@functools.cache
+def library_digest() -> str:
+    """The library's code, in a decision's key: a decision made by other calibration code is
+    not one this code would make. The version alone did not change between commits, and a
+    development tree's map reused decisions calibrated by code since fixed (auto 1.42-2.58x
+    the best strategy in three of the map's cells)."""
+    return digest_of(files_under(LIBRARY, DECIDING))
+
+
 def key(problem: Any, options: dict[str, Any]) -> str:
     """The key of ``problem``'s decision under auto's ``options``."""
     module = problem.module
@@ -68,6 +83,7 @@ def key(problem: Any, options: dict[str, Any]) -> str:
         "x": [list(problem.x.shape), str(problem.dtype), str(problem.device)],
         "torch": torch.__version__,
         "jacbench": VERSION,
+        "library": library_digest(),
         "machine": [platform.machine(), platform.processor(), platform.node()],
         "threads": torch.get_num_threads(),
         "options": options,

@@ -12,16 +12,16 @@ the same, so a sweep asks for it per job at the cost of a few ``stat`` calls.
 from __future__ import annotations
 
 import functools
-import hashlib
 import importlib.util
 import platform
 import socket
 import sys
-from collections.abc import Iterable, Mapping
+from collections.abc import Mapping
 from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
+from jacbench.core.sources import digest_of, files_under
 from jacbench.core.version import VERSION
 
 JACBENCH = Path(__file__).resolve().parents[1]  # the jacbench package
@@ -54,29 +54,6 @@ def device_name(device: Any) -> str:
     return "cpu"
 
 
-@functools.lru_cache(maxsize=4096)
-def _file_digest(path: str, size: int, mtime_ns: int) -> str:
-    return hashlib.sha256(Path(path).read_bytes()).hexdigest()
-
-
-def _files(root: Path, parts: Iterable[str]) -> list[Path]:
-    found: list[Path] = []
-    for part in parts:
-        path = root / part
-        found += sorted(path.rglob("*.py")) if path.is_dir() else [path] if path.is_file() else []
-    return found
-
-
-def digest_of(files: Iterable[Path]) -> str:
-    """One hash of the files' contents (and their names, so a moved file counts)."""
-    total = hashlib.sha256()
-    for path in files:
-        stat = path.stat()
-        digest = _file_digest(str(path), stat.st_size, stat.st_mtime_ns)
-        total.update(f"{path.name}\0{digest}\0".encode())
-    return total.hexdigest()[:16]
-
-
 def module_file(name: str) -> Path | None:
     """The source file of module ``name`` (imported or not), None where it has none."""
     module = sys.modules.get(name)
@@ -102,7 +79,7 @@ def _target_module(target: str) -> str | None:
 
 def measuring_files(strategy_module: str, model_target: str = "") -> list[Path]:
     """jacbench's measuring code, plus the strategy's and the model's modules outside it."""
-    files = _files(JACBENCH, MEASURING)
+    files = files_under(JACBENCH, MEASURING)
     for name in filter(None, [strategy_module, _target_module(model_target)]):
         path = module_file(name)
         if path is not None and JACBENCH not in path.parents and path not in files:
