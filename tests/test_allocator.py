@@ -12,6 +12,7 @@ import torch
 import jacbench
 from jacbench.models.map import Banded
 from jacbench.timing.allocator import STEADY, hold_steady
+from jacbench.timing.measure import torch_threads
 
 
 def faults_per_call(call, calls: int = 10) -> float:
@@ -30,9 +31,10 @@ def test_a_strategys_buffers_are_reused_instead_of_mapped_fresh_on_every_call():
         pytest.skip("the C library is not glibc")
     f = Banded(n_in=1024, n_out=1024).double()
     x = torch.randn(1024, dtype=torch.float64)
-    prepared = jacbench.prepare(f, x, "jacfwd_folded", compile=False)
-    prepared(x)
-    assert faults_per_call(lambda: prepared(x)) < 1000
+    with torch_threads(1):  # as a job is timed: other threads' heaps are theirs to keep
+        prepared = jacbench.prepare(f, x, "jacfwd_folded", compile=False)
+        faults_per_call(lambda: prepared(x))  # the heap settles (a worker's earlier tests)
+        assert faults_per_call(lambda: prepared(x)) < 1000
 
 
 def test_a_job_records_the_allocator_it_was_timed_under():
