@@ -181,6 +181,7 @@ def test_a_tie_is_labelled_with_both_strategies(found):
     assert "JF" in labels and "JR" in labels
 
 
+@pytest.mark.slow  # ~8 s: a whole report with its figures
 def test_the_report_has_the_map_section_and_its_images(tmp_path):
     written = write_report(map_rows(), tmp_path)
     names = {p.name for p in written}

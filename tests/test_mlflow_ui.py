@@ -319,6 +319,7 @@ def test_the_headline_names_the_problem_each_recommendation_answers():
     assert first == "**Recommended: jacrev**"
 
 
+@pytest.mark.slow  # ~4 s: a sweep over three problems with MLflow
 def test_several_problems_get_an_answer_run_each_and_the_charts_a_section_each(cli):
     """Issue 44: a collapsed parent showed '-' in every number column and the charts mixed
     every problem on a linear axis: each problem's answer is a run under the sweep's, its

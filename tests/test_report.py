@@ -131,6 +131,7 @@ def sweep_like_rows() -> pd.DataFrame:
     return frame(*rows)
 
 
+@pytest.mark.slow  # ~5 s: every plot drawn and read back
 def test_every_plot_is_a_valid_image_with_the_expected_series(tmp_path: Path, monkeypatch):
     rows, _ = normalise(sweep_like_rows())
     real, figures = plots.all_plots, {}
