@@ -122,8 +122,24 @@ def test_the_summary_lists_every_cell_the_regret_map_frames_also_without_a_settl
     assert {(c.x, c.y) for c in summary.losses} == framed == {(4, 4), (64, 64)}
     text = "\n".join(summary.lines())
     assert "2 cell(s) where auto is settled slower by more than 1.10x" in text
-    assert "N=4 M=4 (1.50, no settled winner)" in text and "N=64 M=64 (1.50)" in text
+    assert "N=4 M=4 (1.50, no settled winner, auto ran jacfwd itself" in text
+    assert "N=64 M=64 (1.50)" in text
     assert summary.settled_cells == 3  # the regret's median and worst: settled cells only
+
+
+def test_a_loss_where_auto_ran_the_winner_itself_says_so_and_keeps_its_number():
+    """The map of 2026-11-26 lost one cell (conv float64 N = M = 256, 1.32) where auto had
+    chosen the winner, jacrev: its job and jacrev's own measured one code at two moments
+    (side by side in one process auto / best was 0.90)."""
+    rows = map_rows(models=("map_dense",))
+    auto = rows["strategy"] == "auto"
+    rows.loc[auto & (rows["n_in"] == 64) & (rows["n_out"] == 64), "chosen_strategy"] = "jacrev"
+    summary = grid.summarise(*grid.cells(rows))
+    text = "\n".join(summary.lines())
+    assert "N=64 M=64 (1.50, auto ran jacrev itself: two jobs of one code)" in text
+    assert len(summary.losses) == 1  # still a loss: the number stands, the reader is told why
+    rows.loc[auto, "chosen_strategy"] = "jacfwd"  # auto chose another: a plain loss
+    assert "N=64 M=64 (1.50)" in "\n".join(grid.summarise(*grid.cells(rows)).lines())
 
 
 def test_a_cell_where_auto_waited_for_its_core_is_left_out_of_the_regret_and_said():
