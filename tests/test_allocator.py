@@ -44,3 +44,15 @@ def test_a_job_records_the_allocator_it_was_timed_under():
 
     result = execute(compose_job("timing=quick", "timing.memory=false"), load_registry())
     assert result.ok and result.allocator == hold_steady() != ""
+
+
+def test_a_glibc_that_refuses_the_thresholds_is_recorded_as_such(monkeypatch):
+    """Not as "not glibc": the row must say its allocator may have been glibc's own."""
+    from jacbench.timing import allocator
+
+    class Refusing:
+        def mallopt(self, option: int, value: int) -> int:
+            return 0
+
+    monkeypatch.setattr(allocator, "_glibc", lambda: Refusing())
+    assert hold_steady() == allocator.REFUSED and "glibc" in allocator.REFUSED
