@@ -274,3 +274,123 @@ def test_the_map_answer_counts_failed_jobs_and_answers_nothing_when_every_job_fa
     text = answer(rows)
     assert text.startswith(f"map: nothing to answer: {len(rows)} of {len(rows)} jobs failed")
     assert "see the heat maps" not in text
+
+
+# ---- auto's losses timed again, side by side ---------------------------------------------
+
+
+def map_configs(rows: pd.DataFrame) -> list:
+    """Each row's job config, by its position (``job_num``), as the sweep composed them."""
+    from helpers.cli import compose_job
+
+    return [
+        compose_job(
+            f"model={r.model}",
+            f"model.n_in={r.n_in}",
+            f"model.n_out={r.n_out}",
+            f"strategy={r.strategy}",
+        )
+        for r in rows.itertuples()
+    ]
+
+
+def test_the_map_times_auto_and_the_best_exact_again_where_auto_loses_and_reads_that_timing():
+    """The map of 2026-11-26 kept one loss measured across two jobs (conv float64 N = M = 256:
+    auto / jacrev 1.32 across jobs, 0.90 timed side by side in one process). Its sweep now
+    times auto and the best exact strategy again, in one job, wherever auto loses, and the
+    map reads that newer timing."""
+    from jacbench.run.pair import SecondRound
+    from jacbench.run.sweep.retiming import pairs_of
+
+    rows = map_rows(models=("map_dense",)).reset_index(drop=True)
+    rows["job_num"] = range(len(rows))
+    configs = map_configs(rows)
+    (pair,) = pairs_of(SecondRound.AUTO_LOSSES, rows, configs)  # only (64, 64) loses
+    auto = rows[(rows["strategy"] == "auto") & (rows["n_in"] == 64) & (rows["n_out"] == 64)]
+    best = rows[(rows["strategy"] == "jacrev") & (rows["n_in"] == 64) & (rows["n_out"] == 64)]
+    assert pair.labels == ("auto", "jacrev")
+    assert pair.jobs == (int(auto["job_num"].iloc[0]), int(best["job_num"].iloc[0]))
+    assert [c["model"]["n_in"] for c in pair.configs] == [64, 64]
+    assert [c["strategy"]["name"] for c in pair.configs] == ["auto", "jacrev"]
+    assert pairs_of(SecondRound.NONE, rows, configs) == []
+    best_two = pairs_of(SecondRound.BEST_TWO, rows, configs)  # a preset's: every problem's two
+    assert len(best_two) == 4 and pair not in best_two
+
+    later = pd.Timestamp(rows["started_at"].max()) + pd.Timedelta(seconds=1)
+    retimed = pd.concat([auto, best]).assign(
+        round="side_by_side",
+        pair_id="p",
+        started_at=later,
+        time_median_s=1.0e-3,
+        time_ci_low_s=0.98e-3,
+        time_ci_high_s=1.02e-3,
+    )
+    after = pd.concat([rows, retimed], ignore_index=True)
+    _, cells = grid.cells(after)
+    assert not cell(cells, "map_dense", 64, 64).auto_loses
+    assert cell(cells, "map_dense", 64, 64).regret == 1.0
+    assert pairs_of(SecondRound.AUTO_LOSSES, after, map_configs(after)) == []
+
+
+@pytest.mark.parametrize(
+    ("given", "kind"),
+    [
+        ("best_two", "best_two"),
+        ("auto_losses", "auto_losses"),
+        ("none", "none"),
+        (True, "best_two"),
+        (False, "none"),
+        ("False", "none"),
+    ],
+)
+def test_side_by_side_names_its_round_and_keeps_the_earlier_true_and_false(given, kind):
+    from jacbench.run.pair import second_round
+
+    assert second_round(given).value == kind
+
+
+def test_an_unknown_second_round_is_refused_with_the_choices():
+    from jacbench.core.errors import ConfigError
+    from jacbench.run.inputs import check_side_by_side
+
+    with pytest.raises(ConfigError) as refused:
+        check_side_by_side("sometimes")
+    assert str(refused.value) == (
+        "side_by_side=sometimes: valid: best_two, auto_losses, none "
+        "(true and false: best_two and none)"
+    )
+
+
+@pytest.mark.slow  # a three-job CLI sweep
+def test_a_sweep_times_auto_again_beside_the_strategy_it_lost_to(cli, tmp_path):
+    """auto held to its rule (no calibration) runs jacrev on a banded 64 x 16 function where
+    the folded forward mode is ~3x faster: a settled loss, so the sweep adds one job that
+    times the two again, interleaved, and records a row for each."""
+    own = tmp_path / "conf" / "strategy"
+    own.mkdir(parents=True)
+    (own / "auto_rule.yaml").write_text(
+        "defaults:\n  - auto\ncompile: false\ncalibrate: false\ncache: false\n"
+    )
+    proc = cli(
+        "-m",
+        f"hydra.searchpath=[file://{tmp_path / 'conf'}]",
+        "model=map_banded",
+        "model.n_in=64",
+        "model.n_out=16",
+        "strategy=auto_rule,jacfwd_folded_eager",
+        "side_by_side=auto_losses",
+        "timing=quick",
+        "timing.memory=false",
+        "mlflow.enabled=false",
+        "report=false",
+        timeout=300,
+    )
+    assert proc.returncode == 0, proc.stderr
+    assert "Timing auto and the best exact of 1 problem(s) again, side by side: job(s) 2-2" in (
+        proc.stdout
+    )
+    rows = pd.concat(pd.read_parquet(f) for f in (tmp_path / "results").glob("*.parquet"))
+    retimed = rows[rows["round"] == "side_by_side"]
+    assert sorted(retimed["strategy"]) == ["auto", "jacfwd_folded"]
+    assert retimed["pair_id"].nunique() == 1 and (retimed["status"] == "ok").all()
+    assert (rows["round"] == "first").sum() == 2

@@ -289,9 +289,9 @@ def test_a_swept_strategy_without_the_option_is_one_failed_row_and_a_typo_is_ref
 
 def test_round_is_the_sweeps_own(launch):
     code, lines, _ = launch("strategy=jacrev", "round=side_by_side")
-    assert code == 1 and lines[0].startswith("jacbench: round=side_by_side: a preset's sweep")
+    assert code == 1 and lines[0].startswith("jacbench: round=side_by_side: a sweep makes")
     code, lines, _ = launch("-m", "strategy=jacrev", "round=side_by_side")
-    assert code == 1 and lines[0].startswith("jacbench: round=side_by_side: a preset's sweep")
+    assert code == 1 and lines[0].startswith("jacbench: round=side_by_side: a sweep makes")
 
 
 # ---- Done when: every surface says the same ----------------------------------------------

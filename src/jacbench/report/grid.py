@@ -12,6 +12,7 @@ import json
 import math
 import statistics
 from dataclasses import dataclass, field
+from functools import cached_property
 
 import pandas as pd
 
@@ -89,27 +90,56 @@ def _fastest(rows: pd.DataFrame) -> pd.Series | None:
     return ranked.iloc[0] if len(ranked) else None
 
 
+@dataclass(frozen=True)
+class AutoAgainstBest:
+    """``auto``'s newest usable row of one cell against the fastest exact strategy's."""
+
+    auto: pd.Series
+    best: pd.Series
+
+    @property
+    def regret(self) -> float:
+        return float(self.auto["time_median_s"] / self.best["time_median_s"])
+
+    @cached_property
+    def order(self) -> Order:
+        return verdict(self.auto, self.best).order
+
+    @property
+    def loses(self) -> bool:
+        """Slower by more than REGRET_BOUND, and the rule settles that it is slower."""
+        return self.regret > REGRET_BOUND and self.order == Order.SLOWER
+
+    @property
+    def ran_best(self) -> bool:
+        """auto ran the best exact strategy itself: a loss is then two jobs of one code."""
+        return str(self.auto.get("chosen_strategy") or "") == str(self.best["strategy"])
+
+
+def _exact(rows: pd.DataFrame) -> pd.DataFrame:
+    usable = good(rows[rows["strategy"] != AUTO])
+    return usable[usable["strategy_kind"] == Kind.EXACT]
+
+
+def auto_against_best(rows: pd.DataFrame) -> AutoAgainstBest | None:
+    """auto and the best exact strategy among one cell's normalised rows (None without both)."""
+    best, auto = _fastest(_exact(rows)), _fastest(good(rows[rows["strategy"] == AUTO]))
+    return None if best is None or auto is None else AutoAgainstBest(auto, best)
+
+
 def _cell(family: str, x: float, y: float, rows: pd.DataFrame) -> Cell:
     others = rows[rows["strategy"] != AUTO]
     rec = recommend(family, others)
     winner = rec.best if rec.best and not rec.unsettled else ""
     tied = (rec.best, rec.runner_up) if rec.best and rec.unsettled and rec.runner_up else ()
-    exact = good(others)
-    exact = exact[exact["strategy_kind"] == Kind.EXACT]
+    exact = _exact(rows)
     forward = _fastest(exact[exact["strategy_mode"] == "forward"])
     reverse = _fastest(exact[exact["strategy_mode"] == "reverse"])
     ratio, modes_settled = None, False
     if forward is not None and reverse is not None:
         ratio = float(forward["time_median_s"] / reverse["time_median_s"])
         modes_settled = verdict(forward, reverse).decided
-    best, auto = _fastest(exact), _fastest(good(rows[rows["strategy"] == AUTO]))
-    regret, loses, contended, ran_best = None, False, False, False
-    if best is not None and auto is not None:
-        regret = float(auto["time_median_s"] / best["time_median_s"])
-        order = verdict(auto, best).order
-        loses = regret > REGRET_BOUND and order == Order.SLOWER
-        contended = order == Order.CONTENDED
-        ran_best = str(auto.get("chosen_strategy") or "") == str(best["strategy"])
+    against = auto_against_best(rows)
     return Cell(
         family,
         x,
@@ -118,12 +148,12 @@ def _cell(family: str, x: float, y: float, rows: pd.DataFrame) -> Cell:
         tuple(str(t) for t in tied),
         ratio,
         modes_settled,
-        regret,
-        loses,
-        "" if best is None else str(best["label"]),
-        contended,
+        None if against is None else against.regret,
+        against is not None and against.loses,
+        "" if against is None else str(against.best["label"]),
+        against is not None and against.order == Order.CONTENDED,
         str(rows["dtype"].iloc[0]) if "dtype" in rows and len(rows) else "",
-        ran_best,
+        against is not None and against.ran_best,
     )
 
 

@@ -29,6 +29,7 @@ from jacbench.run.inputs import (
     check_group_overrides,
     check_results_dir,
     check_round,
+    check_side_by_side,
     check_tracking,
     refusing,
     shared_options,
@@ -159,6 +160,7 @@ def run(cfg: DictConfig, progress: JobProgress, collector: Collector) -> None:
         check_results_dir(cfg.results_dir)
         check_tracking(cfg.mlflow)
         check_round(cfg.get("round"), single_run=True)
+        check_side_by_side(cfg.get("side_by_side"))
     from jacbench.run.runner import execute
 
     progress.measuring()

@@ -46,11 +46,14 @@ class JobConfig:
     force: bool = False  # in a sweep, re-run jobs that already have an ok row
     # in a sweep, reuse a job's newest row even where what made it changed (marked stale)
     reuse_stale: bool = False
-    round: str = "first"  # side_by_side: a job a preset's sweep adds to re-time its best two
+    round: str = "first"  # side_by_side: a job a sweep's second round adds to re-time two
     jacobian_max_entries: int = 4096  # store computed Jacobians up to this size in results
     analysis: str | None = None  # experiments: "module:function" that answers from the rows
     report: bool = True  # after a sweep, write the report and attach it to the parent run
-    side_by_side: bool = True  # before a preset names a winner, its top two timed again
+    # a sweep's second round (``run.pair.SecondRound``): best_two (a preset's best two timed
+    # again before it names a winner), auto_losses (auto and the best exact where auto lost),
+    # none; true and false as before (best_two, none)
+    side_by_side: str = "best_two"
     results_dir: str = "results"  # relative paths are under the launch folder
     mlflow: MlflowConfig = field(default_factory=MlflowConfig)
 

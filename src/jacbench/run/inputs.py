@@ -14,6 +14,7 @@ from typing import Any
 from jacbench.core.enums import LauncherKind
 from jacbench.core.errors import ConfigError, LaunchRefused
 from jacbench.run.launchers import launcher_kind
+from jacbench.run.pair import second_round
 
 EXAMPLE_ANALYSIS = "jacbench.experiments.seed001:answer"
 
@@ -106,21 +107,30 @@ ROUNDS = ("first", "side_by_side")
 
 
 def check_round(value: object, single_run: bool = False) -> None:
-    """``round`` is the sweep's own: ``side_by_side`` marks the jobs a preset's sweep adds to
-    re-time its best two; a command line gives no other."""
+    """``round`` is the sweep's own: ``side_by_side`` marks the jobs a sweep's second round
+    adds to re-time two; a command line gives no other."""
     if str(value) not in ROUNDS:
         raise ConfigError(f"round={value}: valid rounds: {', '.join(ROUNDS)} (set by the sweep)")
     if str(value) != "first" and single_run:
         raise ConfigError(
-            f"round={value}: a preset's sweep makes its side-by-side jobs itself, from the rows "
+            f"round={value}: a sweep makes its side-by-side jobs itself, from the rows "
             "of its first round; a single run measures the first round (leave round out)"
         )
+
+
+def check_side_by_side(value: object) -> None:
+    """``side_by_side`` names a second round (``run.pair.SecondRound``)."""
+    try:
+        second_round(value)
+    except ValueError as error:
+        raise ConfigError(str(error)) from None
 
 
 def check_sweep(config: Any, jobs: int) -> None:
     """Everything a sweep of ``jobs`` jobs can check before its first job."""
     check_results_dir(config.get("results_dir"))
     check_round(config.get("round"), single_run=True)
+    check_side_by_side(config.get("side_by_side"))
     check_tracking(config.mlflow)
     check_launcher(config.hydra.get("launcher"))
     batch = config.hydra.sweeper.get("max_batch_size")

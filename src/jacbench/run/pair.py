@@ -1,9 +1,9 @@
-"""A side-by-side job of a preset's sweep: a problem's contested pair (the recommendation's
-best and runner-up from the first round's rows), timed again interleaved in one job that
-writes one row for each (``round`` side_by_side, one ``pair_id``). The sweeper chooses the
-pair (``jacbench.run.sweep.retiming``) and keeps it in the sweep's state; the job reads it
-there and runs it (``jacbench.run.side_by_side``). No torch here: the sweeper and claims need
-only this."""
+"""A side-by-side job of a sweep's second round: a problem's contested pair (a preset's
+best and runner-up, or auto and the best exact strategy where auto lost, from the first
+round's rows), timed again interleaved in one job that writes one row for each (``round``
+side_by_side, one ``pair_id``). The sweeper chooses the pair (``jacbench.run.sweep.retiming``)
+and keeps it in the sweep's state; the job reads it there and runs it
+(``jacbench.run.side_by_side``). No torch here: the sweeper and claims need only this."""
 
 from __future__ import annotations
 
@@ -15,7 +15,41 @@ from typing import Any
 
 from omegaconf import DictConfig, OmegaConf
 
+from jacbench.core.enums import _Named
 from jacbench.run.identity import IDENTITY_KEYS, config_hash, plain
+
+
+class SecondRound(_Named):
+    """Which pairs a sweep times again side by side once its first round is recorded
+    (``side_by_side``). ``best_two``: a preset's recommendation, its best and runner-up of
+    each problem; ``auto_losses``: ``auto`` and the best exact strategy wherever auto is
+    settled slower by more than the map's bound (a loss measured across two jobs can be the
+    jobs', not the code's: the map's one loss of 2026-11-26 was 1.32 across jobs and 0.90
+    side by side); ``none``: no second round."""
+
+    BEST_TWO = "best_two"
+    AUTO_LOSSES = "auto_losses"
+    NONE = "none"
+
+
+# what ``side_by_side`` was before it named its round: true and false
+_EARLIER = {"true": SecondRound.BEST_TWO, "false": SecondRound.NONE}
+
+
+def second_round(value: object) -> SecondRound:
+    """``side_by_side`` as given (a name, or the earlier true / false), or a ValueError that
+    names the valid choices."""
+    text = str(value).strip().lower()
+    if text in _EARLIER:
+        return _EARLIER[text]
+    try:
+        return SecondRound(text)
+    except ValueError:
+        choices = ", ".join(r.value for r in SecondRound)
+        raise ValueError(
+            f"side_by_side={value}: valid: {choices} (true and false: best_two and none)"
+        ) from None
+
 
 # What a contestant's job needs of its config besides its identity.
 CONTESTANT_KEYS = (*IDENTITY_KEYS, "jacobian_max_entries")

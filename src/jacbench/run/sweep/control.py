@@ -41,6 +41,7 @@ from jacbench.run.claims import CLAIMS, holder, sweep_holds_any
 from jacbench.run.identity import config_hash
 from jacbench.run.inputs import check_round, check_strategy_options, refusing
 from jacbench.run.launchers import launcher_kind
+from jacbench.run.pair import SecondRound, second_round
 from jacbench.run.periodic import every
 from jacbench.run.resume import count_as_done, reusable
 from jacbench.run.sweep import slurm
@@ -169,8 +170,11 @@ class Sweep:
     def run(self, max_batch_size: int | None) -> None:
         """The jobs, then a preset's side-by-side jobs (``second_round``)."""
         self.run_jobs(range(len(self.jobs)), max_batch_size)
-        if self.state.analysis and self.state.side_by_side:
-            self.second_round(max_batch_size)
+        kind = second_round(self.state.side_by_side)
+        if kind == SecondRound.AUTO_LOSSES or (
+            kind == SecondRound.BEST_TWO and self.state.analysis
+        ):
+            self.second_round(kind, max_batch_size)
 
     def run_jobs(self, positions: Sequence[int], max_batch_size: int | None) -> None:
         elsewhere = launcher_kind(self.config.hydra.launcher) == LauncherKind.OTHER
@@ -199,11 +203,12 @@ class Sweep:
             for position in waiting:
                 self._after_the_other_sweep(position)
 
-    def second_round(self, max_batch_size: int | None) -> None:
-        """One job per problem of a preset: the contested pair of its first round's rows
-        (``retiming.contested_pairs``) timed again side by side, where the jobs run."""
+    def second_round(self, kind: SecondRound, max_batch_size: int | None) -> None:
+        """One job per problem whose pair ``kind`` picks from the first round's rows
+        (``retiming.pairs_of``: a preset's best two, or auto and the best exact strategy where
+        auto loses) timed again side by side, where the jobs run."""
         from jacbench.record.parquet import read_files  # pandas: once the first round is in
-        from jacbench.run.sweep.retiming import contested_pairs
+        from jacbench.run.sweep.retiming import pairs_of
 
         records = {r["job_num"]: r for r in self.state.job_records()}
         files = {str(f): num for num, r in records.items() for f in record_files(r)}
@@ -212,7 +217,7 @@ class Sweep:
             return
         rows["job_num"] = [files[f] for f in rows["_file"]]
         first = len(self.jobs)
-        for pair in contested_pairs(rows, self.configs):
+        for pair in pairs_of(kind, rows, self.configs):
             overrides = [*self.jobs[pair.jobs[0]], f"round={Round.SIDE_BY_SIDE}"]
             self.state.save_pair(len(self.jobs), pair)
             self.jobs.append(overrides)
@@ -220,8 +225,9 @@ class Sweep:
             return
         self.state.total = len(self.jobs)
         self.state.save()
+        which = "auto and the best exact" if kind == SecondRound.AUTO_LOSSES else "the best two"
         self.console.print(
-            f"Timing the best two of {len(self.jobs) - first} problem(s) again, side by side: "
+            f"Timing {which} of {len(self.jobs) - first} problem(s) again, side by side: "
             f"job(s) {first}-{len(self.jobs) - 1}"
         )
         self.run_jobs(range(first, len(self.jobs)), max_batch_size)

@@ -18,6 +18,7 @@ from jacbench.record.text import one_line
 from jacbench.report.display import make_console
 from jacbench.run.claims import boot_id
 from jacbench.run.inputs import check_sweep, refusing
+from jacbench.run.pair import second_round
 from jacbench.run.sweep.state import SWEEP_ENV, SweepState, new_sweep_id, results_dir
 
 
@@ -55,7 +56,7 @@ def open_sweep(config: DictConfig, jobs: int) -> SweepState:
         None,
         config.get("analysis"),
         bool(config.get("report", True)),
-        side_by_side=bool(config.get("side_by_side", True)),
+        side_by_side=second_round(config.get("side_by_side", "best_two")).value,
         sweep_pid=os.getpid(),
         host=socket.gethostname(),
         boot=boot_id(),

@@ -1,8 +1,8 @@
-"""A preset's second round, from recorded rows: which pair of each problem its sweep re-times
-side by side (``contested_pairs``: the recommendation's best and runner-up from the first
-round's rows), and what its answer says of the re-timings it finds among the rows
-(``side_by_side_lines``). The re-timing itself is a job of the sweep
-(``jacbench.run.side_by_side``)."""
+"""A sweep's second round, from recorded rows: which pair of each problem it re-times side by
+side (``contested_pairs``: a preset's recommendation's best and runner-up from the first
+round's rows; ``auto_loss_pairs``: auto and the best exact strategy where auto loses), and
+what its answer says of the re-timings it finds among the rows (``side_by_side_lines``). The
+re-timing itself is a job of the sweep (``jacbench.run.side_by_side``)."""
 
 from __future__ import annotations
 
@@ -14,8 +14,26 @@ from omegaconf import DictConfig
 from jacbench.core.enums import Status
 from jacbench.record.result import Round
 from jacbench.report.analysis import recommend
+from jacbench.report.grid import auto_against_best
 from jacbench.report.problems import latest_ok, normalise, problems
-from jacbench.run.pair import Pair, contestant
+from jacbench.run.pair import Pair, SecondRound, contestant
+
+
+def _pair(
+    title: str, group: pd.DataFrame, labels: tuple[str, str], configs: Sequence[DictConfig]
+) -> Pair:
+    """The pair of two labelled strategies of one problem, from their newest ok rows."""
+    latest = latest_ok(group).set_index("label")
+    first, second = latest.loc[labels[0]], latest.loc[labels[1]]
+    jobs = (int(first["job_num"]), int(second["job_num"]))
+    after = max(pd.Timestamp(first["started_at"]), pd.Timestamp(second["started_at"]))
+    return Pair(
+        title,
+        labels,
+        jobs,
+        (contestant(configs[jobs[0]]), contestant(configs[jobs[1]])),
+        after.isoformat(),
+    )
 
 
 def contested_pairs(rows: pd.DataFrame, configs: Sequence[DictConfig]) -> list[Pair]:
@@ -26,22 +44,30 @@ def contested_pairs(rows: pd.DataFrame, configs: Sequence[DictConfig]) -> list[P
     pairs = []
     for title, group in problems(labelled):
         rec = recommend(title, group)
-        if rec.best is None or rec.runner_up is None:
-            continue
-        latest = latest_ok(group).set_index("label")
-        best, runner = latest.loc[rec.best], latest.loc[rec.runner_up]
-        jobs = (int(best["job_num"]), int(runner["job_num"]))
-        after = max(pd.Timestamp(best["started_at"]), pd.Timestamp(runner["started_at"]))
-        pairs.append(
-            Pair(
-                title,
-                (rec.best, rec.runner_up),
-                jobs,
-                (contestant(configs[jobs[0]]), contestant(configs[jobs[1]])),
-                after.isoformat(),
-            )
-        )
+        if rec.best is not None and rec.runner_up is not None:
+            pairs.append(_pair(title, group, (rec.best, rec.runner_up), configs))
     return pairs
+
+
+def auto_loss_pairs(rows: pd.DataFrame, configs: Sequence[DictConfig]) -> list[Pair]:
+    """One pair per problem where ``auto`` loses (``report.grid.AutoAgainstBest.loses``):
+    auto and the best exact strategy, so that the verdict rests on the two timed in one job
+    rather than on two jobs of possibly different luck (arguments as ``contested_pairs``)."""
+    labelled, _ = normalise(rows)
+    pairs = []
+    for title, group in problems(labelled):
+        against = auto_against_best(group)
+        if against is not None and against.loses:
+            labels = (str(against.auto["label"]), str(against.best["label"]))
+            pairs.append(_pair(title, group, labels, configs))
+    return pairs
+
+
+def pairs_of(kind: SecondRound, rows: pd.DataFrame, configs: Sequence[DictConfig]) -> list[Pair]:
+    """The pairs ``kind`` of second round times again."""
+    if kind == SecondRound.AUTO_LOSSES:
+        return auto_loss_pairs(rows, configs)
+    return contested_pairs(rows, configs) if kind == SecondRound.BEST_TWO else []
 
 
 def side_by_side_lines(rows: pd.DataFrame) -> list[str]:

@@ -51,7 +51,8 @@ class SweepState:
     tracking: dict[str, Any] | None  # Tracking as a dict; None when MLflow is off
     analysis: str | None = None  # experiments: "module:function" answering from the rows
     report: bool = True  # write the report into the sweep folder and the parent run
-    side_by_side: bool = True  # the answer's top candidates timed again, interleaved
+    # the second round (``run.pair.second_round`` reads it; true / false in older states)
+    side_by_side: str | bool = "best_two"
     parent_run_id: str = ""
     sweep_pid: int = 0  # the launching process: its worker processes end when it is gone
     host: str = ""  # where that process runs, and since which boot: whether it still runs
