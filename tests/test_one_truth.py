@@ -369,3 +369,52 @@ def test_a_joblib_preset_retimes_in_a_worker_and_says_the_same_everywhere(cli, t
         assert json.loads((state / "jobs" / f"{num}.json").read_text())["pid"] != sweep_pid
     assert os.getpid() != sweep_pid
     Surfaces(proc.stdout, sweep_dir, cli.tracking_uri).assert_one_truth(tmp_path / "again")
+
+
+# ---- a verdict compares rows of one moment -------------------------------------------------
+
+
+def retimed_pair(*rows: dict, at: pd.Timestamp) -> list[dict]:
+    return [dict(r, round="side_by_side", pair_id="p1", started_at=at) for r in rows]
+
+
+def test_a_pair_retimed_at_a_slower_moment_keeps_its_places_and_its_own_order():
+    """The map of 2026-11-26 re-timed its pairs at the end of the sweep's process, 15-25%
+    slower than the first round; ranked among the first round's times, the re-timed best two
+    fell behind a third never timed again (and auto lost to it by 1.24, where side by side it
+    was 1.01)."""
+    from jacbench.report.analysis import recommend
+
+    first = [
+        timed_row("jacfwd", 1.00, 0.01, within_tol=True),
+        timed_row("jacrev", 1.05, 0.01, within_tol=True),
+        timed_row("functional", 1.10, 0.01, within_tol=True),
+    ]
+    later = pd.Timestamp(frame(*first)["started_at"].max()) + pd.Timedelta(seconds=5)
+    again = retimed_pair(
+        timed_row("jacfwd", 1.30, 0.01, within_tol=True),
+        timed_row("jacrev", 1.25, 0.01, within_tol=True),
+        at=later,
+    )
+    rec = recommend("mlp", frame(*first, *again))
+    assert (rec.best, rec.runner_up) == ("jacrev", "jacfwd")  # the pair's order, not functional
+    assert rec.runner_up_slower == pytest.approx(1.30 / 1.25, rel=0.01)
+    assert rec.best_time == pytest.approx(1.25e-3, rel=0.01)  # the pair's own figure
+
+
+def test_a_first_round_newer_than_the_pair_replaces_it():
+    from jacbench.report.analysis import recommend
+
+    first = [
+        timed_row("jacfwd", 1.00, 0.01, within_tol=True),
+        timed_row("jacrev", 1.05, 0.01, within_tol=True),
+    ]
+    start = pd.Timestamp(frame(*first)["started_at"].max())
+    again = retimed_pair(
+        timed_row("jacfwd", 1.30, 0.01, within_tol=True),
+        timed_row("jacrev", 1.25, 0.01, within_tol=True),
+        at=start + pd.Timedelta(seconds=5),
+    )
+    rerun = dict(first[0], started_at=start + pd.Timedelta(seconds=9))  # jacfwd measured again
+    rec = recommend("mlp", frame(*first, *again, rerun))
+    assert rec.best == "jacfwd" and rec.best_time == pytest.approx(1.0e-3, rel=0.01)

@@ -12,6 +12,7 @@ import torch
 
 from jacbench.core.enums import Status
 from jacbench.core.numerics import machine_eps, parse_dtype
+from jacbench.report.problems import latest_ok, normalise, problems, standing
 
 MACHINE_EPS = {name: machine_eps(parse_dtype(name)) for name in ("float32", "float64")}
 
@@ -25,6 +26,15 @@ def ok_rows(rows: pd.DataFrame) -> pd.DataFrame:
     key = ok["config_hash"].where(ok["config_hash"].astype(str) != "", ok.index.astype(str))
     newest = ok.assign(_key=key).sort_values("started_at", kind="stable").groupby("_key").tail(1)
     return ok.loc[newest.index.sort_values()].copy()
+
+
+def ranked(rows: pd.DataFrame) -> pd.DataFrame:
+    """The ok rows, the newest of each variant, each problem's fastest first as every verdict
+    ranks them (``report.problems.standing``: a pair timed side by side in the order of that
+    re-timing, not among the first round's times of another moment)."""
+    labelled, _ = normalise(rows)
+    found = [standing(group, latest_ok) for _, group in problems(labelled)]
+    return pd.concat(found) if found else labelled.iloc[:0]
 
 
 def option(row: pd.Series, group: str, key: str, default: Any = None) -> Any:

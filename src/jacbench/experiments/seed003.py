@@ -6,7 +6,7 @@ from __future__ import annotations
 import pandas as pd
 
 from jacbench.core.enums import Kind
-from jacbench.experiments import jacobian, ok_rows, table
+from jacbench.experiments import jacobian, ranked, table
 from jacbench.report.display import (
     ROUND_COLUMN,
     legend_if_unsettled,
@@ -19,7 +19,7 @@ from jacbench.timing.rule import unsettled
 
 
 def answer(rows: pd.DataFrame) -> str:
-    rows = ok_rows(rows).sort_values("time_median_s")
+    rows = ranked(rows)
     if rows.empty:
         return "seed003: no rows recorded."
     loop = rows[rows["strategy"] == "autograd_loop"]

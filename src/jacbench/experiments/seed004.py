@@ -6,7 +6,7 @@ from __future__ import annotations
 import pandas as pd
 
 from jacbench.core.enums import Kind
-from jacbench.experiments import ok_rows, table
+from jacbench.experiments import ranked, table
 from jacbench.report.analysis import disagreement
 from jacbench.report.display import (
     ROUND_COLUMN,
@@ -23,10 +23,9 @@ BASELINE = "fd_forward_loop"  # the thread's baseline: one forward pass per para
 
 
 def answer(rows: pd.DataFrame) -> str:
-    rows = ok_rows(rows)
+    rows = ranked(rows)
     text, winners = [], []
     for model, group in rows.groupby("model"):
-        group = group.sort_values("time_median_s")
         base = group[group["strategy"] == BASELINE]
         if base.empty:
             continue

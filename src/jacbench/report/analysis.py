@@ -18,7 +18,7 @@ from jacbench.report.display import (
     time_text,
     verdict_text,
 )
-from jacbench.report.problems import DEFAULT_STRATEGY, good, latest_ok
+from jacbench.report.problems import DEFAULT_STRATEGY, comparable, latest_ok, standing
 from jacbench.timing.rule import Order, settled_ratio, unsettled, verdict
 
 
@@ -50,7 +50,7 @@ def header(rows: pd.DataFrame) -> list[str]:
 def problem_lines(rows: pd.DataFrame) -> list[list[str]]:
     """One line per measured strategy variant, fastest first (``header(rows)``)."""
     base = default_row(rows)
-    ok = latest_ok(rows).sort_values("time_median_s")
+    ok = standing(rows, latest_ok)
     with_round = rounds_differ(rows)
     lines = []
     for _, r in ok.iterrows():
@@ -191,14 +191,16 @@ def _eps_text(value: float | None) -> str:
     return cell(value, ".3g")
 
 
-def _exact_or_approximate(candidates: pd.DataFrame) -> tuple[pd.DataFrame, Alternative | None, str]:
-    """Exact first: the candidates of the kind to pick from, the fastest of the other kind
-    (only where the approximate one is the faster), and why."""
+def _exact_or_approximate(
+    candidates: pd.DataFrame, rows: pd.DataFrame
+) -> tuple[pd.DataFrame, Alternative | None, str]:
+    """Exact first: the candidates (``problems.standing``) of the kind to pick from, the
+    fastest of the other kind (only where the approximate one is the faster), and why."""
     exact = candidates[candidates["strategy_kind"] != Kind.APPROXIMATE]
     approx = candidates[candidates["strategy_kind"] == Kind.APPROXIMATE]
     if exact.empty or approx.empty:
         return candidates, None, ""
-    e, a = exact.iloc[0], approx.iloc[0]
+    e, a = comparable(rows, exact.iloc[0]["label"], approx.iloc[0]["label"])
     faster = float(e["time_median_s"] / a["time_median_s"])
     if faster <= 1:
         return exact, None, ""
@@ -238,7 +240,7 @@ def _time_err(row: pd.Series) -> tuple[float, float | None]:
 def recommend(problem: str, rows: pd.DataFrame) -> Recommendation:
     """The fastest strategy within tolerance, exact first (see ``CLEARLY_FASTER``), the
     runner-up of its kind, and the other kind's fastest as the alternative."""
-    candidates = good(rows).dropna(subset=["time_median_s"]).sort_values("time_median_s")
+    candidates = standing(rows).dropna(subset=["time_median_s"])
     if candidates.empty and len(untimed := latest_ok(rows)) and untimed["n_timed"].eq(0).all():
         return Recommendation(problem, None, None, None, None, None, untimed=_accuracy(untimed))
     if candidates.empty:
@@ -248,13 +250,15 @@ def recommend(problem: str, rows: pd.DataFrame) -> Recommendation:
         return Recommendation(
             problem, None, None, None, None, None, none_finished="" if len(finished) else what
         )
-    pool, alternative, why = _exact_or_approximate(candidates)
+    pool, alternative, why = _exact_or_approximate(candidates, rows)
     best = pool.iloc[0]
-    runner = pool.iloc[1] if len(pool) > 1 else None
+    runner = None
+    if len(pool) > 1:  # the two as timed at one moment (``problems.comparable``)
+        best, runner = comparable(rows, best["label"], pool.iloc[1]["label"])
     base = default_row(rows)
     speedup = None
     if base is not None and base["label"] != best["label"]:
-        speedup = settled_ratio(base, best)
+        speedup = settled_ratio(*comparable(rows, base["label"], best["label"], latest_ok))
     return Recommendation(
         problem,
         str(best["label"]),
@@ -315,17 +319,26 @@ def auto_disagreements(rows: pd.DataFrame) -> list[str]:
     return found
 
 
+def best_of_each_mode(rows: pd.DataFrame) -> tuple[pd.Series, pd.Series] | None:
+    """The fastest usable exact forward-mode and reverse-mode rows of one problem, as timed
+    at one moment (``problems.comparable``); None unless both modes were measured."""
+    exact = standing(rows).dropna(subset=["time_median_s"])
+    exact = exact[exact["strategy_kind"] == Kind.EXACT]
+    fastest = exact.groupby("strategy_mode", sort=False).head(1).set_index("strategy_mode")
+    if "forward" not in fastest.index or "reverse" not in fastest.index:
+        return None
+    forward, reverse = fastest.loc["forward", "label"], fastest.loc["reverse", "label"]
+    return comparable(rows, str(forward), str(reverse))
+
+
 def rules_of_thumb(problems: list[tuple[str, pd.DataFrame]]) -> list[str]:
     """Forward vs reverse mode by shape, where the data covers both modes."""
     tallies = {"M > N": {"forward": 0, "reverse": 0}, "N > M": {"forward": 0, "reverse": 0}}
     for _, rows in problems:
-        exact = good(rows)
-        exact = exact[exact["strategy_kind"] == Kind.EXACT]
-        fastest = exact.sort_values("time_median_s").groupby("strategy_mode").head(1)
-        modes = fastest.set_index("strategy_mode")
-        if "forward" not in modes.index or "reverse" not in modes.index:
+        modes = best_of_each_mode(rows)
+        if modes is None:
             continue
-        found = verdict(modes.loc["forward"], modes.loc["reverse"])
+        found = verdict(*modes)
         if not found.decided:
             continue  # not settled by the rule: neither mode counts as the faster
         n, m = int(rows["n_in"].iloc[0]), int(rows["n_out"].iloc[0])

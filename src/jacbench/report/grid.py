@@ -17,8 +17,8 @@ from functools import cached_property
 import pandas as pd
 
 from jacbench.core.enums import Kind
-from jacbench.report.analysis import recommend
-from jacbench.report.problems import good
+from jacbench.report.analysis import best_of_each_mode, recommend
+from jacbench.report.problems import comparable, standing
 from jacbench.timing.rule import Order, verdict
 
 AXES = ("n_in", "n_out")  # preferred axes: the Jacobian's columns and rows
@@ -85,14 +85,16 @@ class Cell:
     auto_ran_best: bool = False
 
 
-def _fastest(rows: pd.DataFrame) -> pd.Series | None:
-    ranked = rows.dropna(subset=["time_median_s"]).sort_values("time_median_s")
-    return ranked.iloc[0] if len(ranked) else None
+def _fastest(ranked: pd.DataFrame) -> pd.Series | None:
+    """The first timed row of rows ranked by ``problems.standing``."""
+    timed = ranked.dropna(subset=["time_median_s"])
+    return timed.iloc[0] if len(timed) else None
 
 
 @dataclass(frozen=True)
 class AutoAgainstBest:
-    """``auto``'s newest usable row of one cell against the fastest exact strategy's."""
+    """``auto``'s usable row of one cell against the fastest exact strategy's, of one moment
+    (``problems.comparable``: their side-by-side re-timing where there is one)."""
 
     auto: pd.Series
     best: pd.Series
@@ -117,14 +119,17 @@ class AutoAgainstBest:
 
 
 def _exact(rows: pd.DataFrame) -> pd.DataFrame:
-    usable = good(rows[rows["strategy"] != AUTO])
+    """The usable exact strategies but auto, fastest first (``problems.standing``)."""
+    usable = standing(rows[rows["strategy"] != AUTO])
     return usable[usable["strategy_kind"] == Kind.EXACT]
 
 
 def auto_against_best(rows: pd.DataFrame) -> AutoAgainstBest | None:
     """auto and the best exact strategy among one cell's normalised rows (None without both)."""
-    best, auto = _fastest(_exact(rows)), _fastest(good(rows[rows["strategy"] == AUTO]))
-    return None if best is None or auto is None else AutoAgainstBest(auto, best)
+    best, auto = _fastest(_exact(rows)), _fastest(standing(rows[rows["strategy"] == AUTO]))
+    if best is None or auto is None:
+        return None
+    return AutoAgainstBest(*comparable(rows, auto["label"], best["label"]))
 
 
 def _cell(family: str, x: float, y: float, rows: pd.DataFrame) -> Cell:
@@ -132,11 +137,9 @@ def _cell(family: str, x: float, y: float, rows: pd.DataFrame) -> Cell:
     rec = recommend(family, others)
     winner = rec.best if rec.best and not rec.unsettled else ""
     tied = (rec.best, rec.runner_up) if rec.best and rec.unsettled and rec.runner_up else ()
-    exact = _exact(rows)
-    forward = _fastest(exact[exact["strategy_mode"] == "forward"])
-    reverse = _fastest(exact[exact["strategy_mode"] == "reverse"])
     ratio, modes_settled = None, False
-    if forward is not None and reverse is not None:
+    if (modes := best_of_each_mode(others)) is not None:
+        forward, reverse = modes
         ratio = float(forward["time_median_s"] / reverse["time_median_s"])
         modes_settled = verdict(forward, reverse).decided
     against = auto_against_best(rows)

@@ -39,7 +39,7 @@ from matplotlib.transforms import Bbox  # noqa: E402
 
 from jacbench.core.enums import Kind, Mode, Status
 from jacbench.report.analysis import recommend  # noqa: E402
-from jacbench.report.problems import good, latest_ok  # noqa: E402
+from jacbench.report.problems import latest_ok, standing  # noqa: E402
 from jacbench.report.problems import problems as by_problem  # noqa: E402
 from jacbench.report.render import PAGE_PX  # noqa: E402
 
@@ -701,11 +701,11 @@ def time_vs_shape(problems: list[tuple[str, pd.DataFrame]]) -> Figure | None:
     would join points of different sizes into one curve."""
     points = []
     for _, rows in problems:
-        exact = good(rows)
+        exact = standing(rows).dropna(subset=["time_median_s"])  # fastest first
         exact = exact[exact["strategy_kind"] == Kind.EXACT]
         for mode, group in exact.groupby("strategy_mode"):
             if mode in (Mode.FORWARD, Mode.REVERSE):
-                best = group.sort_values("time_median_s").iloc[[0]]
+                best = group.iloc[[0]]
                 low, high = interval_bars(best)[:, 0] * 1e3
                 first = best.iloc[0]
                 points.append(

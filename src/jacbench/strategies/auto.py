@@ -69,12 +69,13 @@ EAGER: tuple[tuple[str, dict], ...] = (
 # their first call is within LOOP_CUTOFF of the best time so far (else they cannot win).
 LOOPS = ("functional", "autograd_loop")
 LOOP_CUTOFF = 3.0
-# Candidates timed within this factor of the fastest, whose blocks held fewer than FEW calls,
-# are timed again, REFINE times the rounds: five rounds of one ~10 ms call each did not tell
-# apart two strategies 13% apart on the map (dense, N = M = 1024), and the map holds auto to
-# within 10% of the best. A block of many calls is a steady sample already.
+# Candidates timed within this factor of the fastest are timed again, REFINE times the
+# rounds: five rounds of one ~10 ms call each did not tell apart two strategies 13% apart on
+# the map (dense, N = M = 1024), and the map holds auto to within 10% of the best. Fast calls
+# too: on the map's conv float64 N=256 M=4 five rounds of ~40 calls picked functional over
+# grads_batched (0.26 against 0.23 ms a call, side by side auto was then 1.20x the best) in
+# the map's run, and in 1 of 4 fresh processes.
 CLOSE = 1.15
-FEW = 20
 REFINE = 3
 
 
@@ -506,7 +507,6 @@ def calibrate(problem: Problem, opts: AutoOptions) -> Calibration:
     before = contention.snapshot()
     best = fastest(
         _seconds_per_call(preps, problem.x, opts.calibration_time),
-        opts.calibration_time / ROUNDS / FEW,
         lambda close: _seconds_per_call(
             [preps[k] for k in close], problem.x, opts.calibration_time, REFINE
         ),
@@ -516,15 +516,12 @@ def calibrate(problem: Problem, opts: AutoOptions) -> Calibration:
     return Calibration(prep, options, loaded)
 
 
-def fastest(
-    seconds: list[float], steady_below: float, again: Callable[[list[int]], list[float]]
-) -> int:
-    """The index of the fastest of ``seconds``; where others are within ``CLOSE`` of it and
-    one of those close takes ``steady_below`` seconds a call or more (its blocks held few
-    calls), the fastest of the close ones as ``again`` times them (their indices) once more."""
+def fastest(seconds: list[float], again: Callable[[list[int]], list[float]]) -> int:
+    """The index of the fastest of ``seconds``; where others are within ``CLOSE`` of it, the
+    fastest of the close ones as ``again`` times them (their indices) once more."""
     close = [k for k, t in enumerate(seconds) if t <= CLOSE * min(seconds)]
-    if len(close) == 1 or all(seconds[k] < steady_below for k in close):
-        return min(close, key=seconds.__getitem__)
+    if len(close) == 1:
+        return close[0]
     times = again(close)
     return close[times.index(min(times))]
 
