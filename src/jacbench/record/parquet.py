@@ -104,14 +104,18 @@ def read_one(path: Path) -> pa.Table | None:
     ``lacking_columns`` metadata naming them; None (quarantined) if it is no jacbench row."""
     try:
         table = pq.read_table(path)
-        lacking = sorted(IDENTITY_COLUMNS - set(table.column_names))
+        if table.schema.equals(SCHEMA):  # this jacbench's own row (reading 1950: 11 s -> 3 s)
+            return table.replace_schema_metadata({"lacking_columns": ""})
+        names, known = table.column_names, set(SCHEMA.names)
+        lacking = sorted(IDENTITY_COLUMNS - set(names))
         if lacking:
             raise pa.ArrowInvalid(f"not a jacbench result: no {', '.join(lacking)}")
-        for name in set(SCHEMA.names) & set(table.column_names):
-            index = table.column_names.index(name)
-            column = table.column(index).cast(SCHEMA.field(name).type)
-            table = table.set_column(index, SCHEMA.field(name), column)
-        added = [f for f in SCHEMA if f.name not in table.column_names]
+        for index, name in enumerate(names):
+            if name in known:
+                column = table.column(index).cast(SCHEMA.field(name).type)
+                table = table.set_column(index, SCHEMA.field(name), column)
+        present = set(names)
+        added = [f for f in SCHEMA if f.name not in present]
         for field in added:
             column = pa.array([DEFAULTS[field.name]] * len(table), type=field.type)
             table = table.append_column(field.with_nullable(column.null_count > 0), column)

@@ -17,10 +17,10 @@ __all__ = ["COLUMNS", "Result", "Round", "Status"]
 
 
 class Round(_Named):
-    """Which measurement of a sweep a row is: the job's own (``first``), or a preset's
+    """Which measurement of a sweep a row is: the job's own (``first``), or a second round's
     re-timing of a problem's contested pair, the two timed interleaved in one job
-    (``side_by_side``). Rows of both rounds are kept; the newest ok row of a strategy is
-    the one every verdict reads (``jacbench.report.problems.latest_ok``)."""
+    (``side_by_side``). Rows of both rounds are kept; every verdict compares rows of one
+    round (``jacbench.report.problems.standing`` and ``comparable``)."""
 
     FIRST = "first"
     SIDE_BY_SIDE = "side_by_side"
