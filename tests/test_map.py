@@ -330,6 +330,17 @@ def test_the_map_times_auto_and_the_best_exact_again_where_auto_loses_and_reads_
     assert not cell(cells, "map_dense", 64, 64).auto_loses
     assert cell(cells, "map_dense", 64, 64).regret == 1.0
     assert pairs_of(SecondRound.AUTO_LOSSES, after, map_configs(after)) == []
+    # over the bound but not settled slower (intervals overlap): timed again as well
+    unsure = (rows["strategy"] == "auto") & (rows["n_in"] == 4) & (rows["n_out"] == 4)
+    rows.loc[unsure, ["time_median_s", "time_ci_low_s", "time_ci_high_s"]] = [
+        1.2e-3,
+        0.9e-3,
+        1.5e-3,
+    ]
+    cells = {(c.x, c.y): c for c in grid.cells(rows)[1]}
+    assert cells[(4, 4)].regret == pytest.approx(1.2) and not cells[(4, 4)].auto_loses
+    found = {p.jobs for p in pairs_of(SecondRound.AUTO_LOSSES, rows, configs)}
+    assert len(found) == 2 and pair.jobs in found
 
 
 @pytest.mark.parametrize(

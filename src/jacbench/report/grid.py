@@ -108,9 +108,14 @@ class AutoAgainstBest:
         return verdict(self.auto, self.best).order
 
     @property
+    def over_bound(self) -> bool:
+        """auto's time is more than REGRET_BOUND times the best's (settled or not)."""
+        return self.regret > REGRET_BOUND
+
+    @property
     def loses(self) -> bool:
         """Slower by more than REGRET_BOUND, and the rule settles that it is slower."""
-        return self.regret > REGRET_BOUND and self.order == Order.SLOWER
+        return self.over_bound and self.order == Order.SLOWER
 
     @property
     def ran_best(self) -> bool:

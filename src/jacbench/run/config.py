@@ -51,8 +51,8 @@ class JobConfig:
     analysis: str | None = None  # experiments: "module:function" that answers from the rows
     report: bool = True  # after a sweep, write the report and attach it to the parent run
     # a sweep's second round (``run.pair.SecondRound``): best_two (a preset's best two timed
-    # again before it names a winner), auto_losses (auto and the best exact where auto lost),
-    # none; true and false as before (best_two, none)
+    # again before it names a winner), auto_losses (auto and the best exact where auto took
+    # over 1.10x its time), none; true and false as before (best_two, none)
     side_by_side: str = "best_two"
     results_dir: str = "results"  # relative paths are under the launch folder
     mlflow: MlflowConfig = field(default_factory=MlflowConfig)

@@ -22,10 +22,10 @@ from jacbench.run.identity import IDENTITY_KEYS, config_hash, plain
 class SecondRound(_Named):
     """Which pairs a sweep times again side by side once its first round is recorded
     (``side_by_side``). ``best_two``: a preset's recommendation, its best and runner-up of
-    each problem; ``auto_losses``: ``auto`` and the best exact strategy wherever auto is
-    settled slower by more than the map's bound (a loss measured across two jobs can be the
-    jobs', not the code's: the map's one loss of 2026-11-26 was 1.32 across jobs and 0.90
-    side by side); ``none``: no second round."""
+    each problem; ``auto_losses``: ``auto`` and the best exact strategy wherever auto's time
+    is over the map's bound on the best's, settled or not (a loss measured across two jobs
+    can be the jobs', not the code's: the map's one loss of 2026-11-26 was 1.32 across jobs
+    and 0.90 side by side); ``none``: no second round."""
 
     BEST_TWO = "best_two"
     AUTO_LOSSES = "auto_losses"

@@ -50,14 +50,15 @@ def contested_pairs(rows: pd.DataFrame, configs: Sequence[DictConfig]) -> list[P
 
 
 def auto_loss_pairs(rows: pd.DataFrame, configs: Sequence[DictConfig]) -> list[Pair]:
-    """One pair per problem where ``auto`` loses (``report.grid.AutoAgainstBest.loses``):
-    auto and the best exact strategy, so that the verdict rests on the two timed in one job
-    rather than on two jobs of possibly different luck (arguments as ``contested_pairs``)."""
+    """One pair per problem where ``auto``'s time is over the map's bound on the best exact
+    strategy's (``report.grid.AutoAgainstBest.over_bound``: settled slower or not): auto and
+    that strategy, so that its regret rests on the two timed in one job rather than on two
+    jobs of possibly different luck (arguments as ``contested_pairs``)."""
     labelled, _ = normalise(rows)
     pairs = []
     for title, group in problems(labelled):
         against = auto_against_best(group)
-        if against is not None and against.loses:
+        if against is not None and against.over_bound:
             labels = (str(against.auto["label"]), str(against.best["label"]))
             pairs.append(_pair(title, group, labels, configs))
     return pairs
