@@ -20,7 +20,7 @@ class Round(_Named):
     """Which measurement of a sweep a row is: the job's own (``first``), or a second round's
     re-timing of a problem's contested pair, the two timed interleaved in one job
     (``side_by_side``). Rows of both rounds are kept; every verdict compares rows of one
-    round (``jacbench.report.problems.standing`` and ``comparable``)."""
+    round (``jacbench.report.problems.Moments``)."""
 
     FIRST = "first"
     SIDE_BY_SIDE = "side_by_side"

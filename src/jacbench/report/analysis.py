@@ -18,7 +18,7 @@ from jacbench.report.display import (
     time_text,
     verdict_text,
 )
-from jacbench.report.problems import DEFAULT_STRATEGY, comparable, latest_ok, standing
+from jacbench.report.problems import DEFAULT_STRATEGY, Moments, latest_ok, moments, standing
 from jacbench.timing.rule import Order, settled_ratio, unsettled, verdict
 
 
@@ -192,15 +192,15 @@ def _eps_text(value: float | None) -> str:
 
 
 def _exact_or_approximate(
-    candidates: pd.DataFrame, rows: pd.DataFrame
+    candidates: pd.DataFrame, timed: Moments
 ) -> tuple[pd.DataFrame, Alternative | None, str]:
-    """Exact first: the candidates (``problems.standing``) of the kind to pick from, the
-    fastest of the other kind (only where the approximate one is the faster), and why."""
+    """Exact first: the candidates (``timed.ranked()``) of the kind to pick from, the fastest
+    of the other kind (only where the approximate one is the faster), and why."""
     exact = candidates[candidates["strategy_kind"] != Kind.APPROXIMATE]
     approx = candidates[candidates["strategy_kind"] == Kind.APPROXIMATE]
     if exact.empty or approx.empty:
         return candidates, None, ""
-    e, a = comparable(rows, exact.iloc[0]["label"], approx.iloc[0]["label"])
+    e, a = timed.pair(exact.iloc[0]["label"], approx.iloc[0]["label"])
     faster = float(e["time_median_s"] / a["time_median_s"])
     if faster <= 1:
         return exact, None, ""
@@ -240,7 +240,8 @@ def _time_err(row: pd.Series) -> tuple[float, float | None]:
 def recommend(problem: str, rows: pd.DataFrame) -> Recommendation:
     """The fastest strategy within tolerance, exact first (see ``CLEARLY_FASTER``), the
     runner-up of its kind, and the other kind's fastest as the alternative."""
-    candidates = standing(rows).dropna(subset=["time_median_s"])
+    timed = moments(rows)
+    candidates = timed.ranked().dropna(subset=["time_median_s"])
     if candidates.empty and len(untimed := latest_ok(rows)) and untimed["n_timed"].eq(0).all():
         return Recommendation(problem, None, None, None, None, None, untimed=_accuracy(untimed))
     if candidates.empty:
@@ -250,15 +251,15 @@ def recommend(problem: str, rows: pd.DataFrame) -> Recommendation:
         return Recommendation(
             problem, None, None, None, None, None, none_finished="" if len(finished) else what
         )
-    pool, alternative, why = _exact_or_approximate(candidates, rows)
+    pool, alternative, why = _exact_or_approximate(candidates, timed)
     best = pool.iloc[0]
     runner = None
-    if len(pool) > 1:  # the two as timed at one moment (``problems.comparable``)
-        best, runner = comparable(rows, best["label"], pool.iloc[1]["label"])
+    if len(pool) > 1:  # the two as timed at one moment (``problems.Moments.pair``)
+        best, runner = timed.pair(best["label"], pool.iloc[1]["label"])
     base = default_row(rows)
     speedup = None
     if base is not None and base["label"] != best["label"]:
-        speedup = settled_ratio(*comparable(rows, base["label"], best["label"], latest_ok))
+        speedup = settled_ratio(*moments(rows, latest_ok).pair(base["label"], best["label"]))
     return Recommendation(
         problem,
         str(best["label"]),
@@ -321,14 +322,15 @@ def auto_disagreements(rows: pd.DataFrame) -> list[str]:
 
 def best_of_each_mode(rows: pd.DataFrame) -> tuple[pd.Series, pd.Series] | None:
     """The fastest usable exact forward-mode and reverse-mode rows of one problem, as timed
-    at one moment (``problems.comparable``); None unless both modes were measured."""
-    exact = standing(rows).dropna(subset=["time_median_s"])
+    at one moment (``problems.Moments.pair``); None unless both modes were measured."""
+    timed = moments(rows)
+    exact = timed.ranked().dropna(subset=["time_median_s"])
     exact = exact[exact["strategy_kind"] == Kind.EXACT]
     fastest = exact.groupby("strategy_mode", sort=False).head(1).set_index("strategy_mode")
     if "forward" not in fastest.index or "reverse" not in fastest.index:
         return None
     forward, reverse = fastest.loc["forward", "label"], fastest.loc["reverse", "label"]
-    return comparable(rows, str(forward), str(reverse))
+    return timed.pair(str(forward), str(reverse))
 
 
 def rules_of_thumb(problems: list[tuple[str, pd.DataFrame]]) -> list[str]:

@@ -18,7 +18,7 @@ import pandas as pd
 
 from jacbench.core.enums import Kind
 from jacbench.report.analysis import best_of_each_mode, recommend
-from jacbench.report.problems import comparable, standing
+from jacbench.report.problems import moments, standing
 from jacbench.timing.rule import Order, verdict
 
 AXES = ("n_in", "n_out")  # preferred axes: the Jacobian's columns and rows
@@ -94,7 +94,7 @@ def _fastest(ranked: pd.DataFrame) -> pd.Series | None:
 @dataclass(frozen=True)
 class AutoAgainstBest:
     """``auto``'s usable row of one cell against the fastest exact strategy's, of one moment
-    (``problems.comparable``: their side-by-side re-timing where there is one)."""
+    (``problems.Moments.pair``: their side-by-side re-timing where there is one)."""
 
     auto: pd.Series
     best: pd.Series
@@ -134,7 +134,7 @@ def auto_against_best(rows: pd.DataFrame) -> AutoAgainstBest | None:
     best, auto = _fastest(_exact(rows)), _fastest(standing(rows[rows["strategy"] == AUTO]))
     if best is None or auto is None:
         return None
-    return AutoAgainstBest(*comparable(rows, auto["label"], best["label"]))
+    return AutoAgainstBest(*moments(rows).pair(auto["label"], best["label"]))
 
 
 def _cell(family: str, x: float, y: float, rows: pd.DataFrame) -> Cell:

@@ -208,12 +208,5 @@ def standing(
     return moments(rows, pick).ranked()
 
 
-def comparable(
-    rows: pd.DataFrame, a: str, b: str, pick: Callable[[pd.DataFrame], pd.DataFrame] = good
-) -> tuple[pd.Series, pd.Series]:
-    """The rows of ``a`` and ``b`` as timed at one moment (``Moments.pair``)."""
-    return moments(rows, pick).pair(a, b)
-
-
 def _row(frame: pd.DataFrame, label: str) -> pd.Series:
     return frame[frame["label"] == label].iloc[0]
