@@ -266,19 +266,20 @@ class NumpyBackward(torch.autograd.Function):  # its gradient computed outside a
 
 
 @pytest.mark.parametrize("function", [OnceDifferentiable, NumpyBackward])
-@pytest.mark.parametrize("batched", [False, True])
+@pytest.mark.parametrize("options", [{}, {"batched": True}, {"copies": True}])
 def test_double_backward_falls_back_to_rows_where_the_backward_pass_is_not_differentiable(
-    function, batched
+    function, options
 ):
     """Reverse mode twice needs f's backward pass to be differentiable: where it is not
-    (it raises, or gives zeros), the first call finds it and the rows are computed."""
+    (it raises, or gives zeros), the first call finds it and the rows are computed (with
+    ``copies``, f's Function has no vmap rule either: the copies raise first)."""
 
     def f(v: torch.Tensor) -> torch.Tensor:
         return function.apply(v) * 2
 
     x = torch.randn(4, dtype=torch.float64)
     p = make_problem("f", FunctionModule(f), x, "input", False, output=f(x))
-    prep = REGISTRY.prepare("double_backward", p, batched=batched)
+    prep = REGISTRY.prepare("double_backward", p, **options)
     for point in (x, x + 0.3):
         torch.testing.assert_close(prep(point), torch.diag(2 * point.cos()))
 

@@ -4,9 +4,12 @@ Building a faster form costs time once (tracing the folded graph ~0.3-0.8 CPU-s 
 process, compiling it 1-3.5 CPU-s on seed004) and saves a fraction of a millisecond a call:
 a 300-step fit never earns a compile back, a 10^5-call sweep does. Which one a user is in is
 not known at ``prepare``, so the choice is made as the calls come, by the ski-rental rule:
-keep calling the current form until the time spent in it reaches the next form's estimated
-cost to build, then build it once. Whatever the number of calls, each step costs at most
-twice the better of the two choices made in hindsight (build at once, or never).
+keep calling the current form until the time spent in it, times the share of a call the
+next form is taken to save (``Stage.saves``), reaches that form's estimated cost to build,
+then build it once. Whatever the number of calls, each step costs at most about twice the
+better of the two choices made in hindsight (build at once, or never). A form that needs no
+trace and turns out slower than the one before over its first calls (``PACE_CALLS``) gives
+way to it again (``Tiered.slower``), and the moves go on.
 
 The build runs off the caller's path (``background``, the default): in a thread of its own,
 while the caller's calls go on in the tier they are in; the new form is swapped in at the
@@ -64,6 +67,9 @@ class Stage:
     # background first; ``ready`` then runs at the first call after it
     preload: Callable[[], None] | None = field(default=None, compare=False)
     traced: bool = False  # a traced graph: a retrace storm sends the Jacobian back before it
+    # the share of a call's time the new form is taken to save: 1 buys at the build's cost,
+    # 0.5 (a form twice as fast) once the calls spent twice it
+    saves: float = 1.0
 
     def estimate_s(self) -> float:
         return self.cost_s + self.imports_s()
@@ -84,6 +90,21 @@ class TierRefused:
     strategy: str
     back_to: str
     reason: str
+
+
+# Timed calls of a form after its first (its checks and warm-up) that give its pace: a new
+# form that needs no trace is compared with the form before after as many calls, and where
+# it is slower by more than SLOWER, the form before comes back.
+PACE_CALLS, SLOWER = 6, 1.25
+
+
+@dataclass(frozen=True)
+class _Pace:
+    """The form a new one replaced, and its pace (seconds a call after its first)."""
+
+    before: Prepared
+    tier: str
+    per_call_s: float
 
 
 @dataclass(frozen=True)
@@ -119,6 +140,8 @@ class Tiered:
         self.current, self.tier, self.stages, self.x0 = first, tier, list(stages), x0
         self.untraced = (first, tier)  # the last tier reached that traces nothing
         self.spent_s, self.why = 0.0, ""
+        self.calls, self.paced_s = 0, 0.0  # timed calls since the last move; after the first
+        self.slower = ""  # a tier that gave way to the one before: it was slower here
         self.refused: TierRefused | None = None
         self.background = background
         self.builds = 0  # builds started (in the background or not)
@@ -127,6 +150,7 @@ class Tiered:
         self._building: threading.Thread | None = None
         self._outcome: _Outcome | None = None  # a finished build, not yet taken in
         self._preloaded: Stage | None = None  # its imports done in the background, not built
+        self._pace: _Pace | None = None  # a new form's pace, still to be compared
         self._lock = threading.Lock()
 
     @property
@@ -186,8 +210,28 @@ class Tiered:
 
     def _spent(self, seconds: float) -> None:
         self.spent_s += seconds
-        if self.stages and self.spent_s >= self.stages[0].estimate_s():
+        if self.calls:  # a form's first call (its checks, its warm-up) is not its pace
+            self.paced_s += seconds
+        self.calls += 1
+        if self._pace is not None and self.calls > PACE_CALLS:
+            self._paced()
+        if self.stages and self.spent_s * self.stages[0].saves >= self.stages[0].estimate_s():
             self._next()
+
+    def _paced(self) -> None:
+        """After a new form's first calls: back to the form before where it is slower."""
+        with self._lock:
+            pace, self._pace = self._pace, None
+            per_call = self.paced_s / (self.calls - 1)
+            if pace is None or per_call <= SLOWER * pace.per_call_s:
+                return
+            self.slower = (
+                f"{self.tier} ({self.current.strategy}): {per_call * 1e3:.3g} ms a call "
+                f"against {pace.per_call_s * 1e3:.3g} in {pace.tier} ({pace.before.strategy})"
+            )
+            self.current, self.tier = pace.before, pace.tier
+            self.untraced = (pace.before, pace.tier)
+            self.spent_s, self.calls, self.paced_s = 0.0, 0, 0.0
 
     def _next(self) -> None:
         with self._lock:
@@ -272,8 +316,12 @@ class Tiered:
             elif outcome.built is None:
                 self._refuse(stage.tier, "", f"it failed to build: {outcome.failed}")
             else:
+                if not stage.traced and self.calls > PACE_CALLS:  # compared with its pace
+                    pace = self.paced_s / (self.calls - 1)
+                    self._pace = _Pace(self.current, self.tier, pace)
                 self._before = (self.current, self.tier)
-                self.current, self.tier, self.spent_s = outcome.built, stage.tier, 0.0
+                self.current, self.tier = outcome.built, stage.tier
+                self.spent_s, self.calls, self.paced_s = 0.0, 0, 0.0
                 if not stage.traced:
                     self.untraced = (outcome.built, stage.tier)
 
@@ -318,7 +366,7 @@ class Tiered:
         return out
 
     def _refuse(self, tier: str, strategy: str, reason: str) -> None:
-        self.stages = []
+        self.stages, self._pace = [], None
         self.refused = TierRefused(tier, strategy, self.tier, reason)
         warnings.warn(
             f"auto: its {tier} tier ({strategy or 'not built'}) was not used: {reason}; this "
@@ -349,6 +397,7 @@ class Tiered:
                 continue
             self.stages = []
             self._apply(outcome)
+            self._pace = None  # the runner times the last form: it stays
 
 
 def _built(stage: Stage) -> _Outcome:

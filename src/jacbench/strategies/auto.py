@@ -317,6 +317,10 @@ def _key(problem: Problem, opts: AutoOptions) -> str:
 # CPU-s to trace once its machinery was imported, and compiling it 0.3 (inductor's cache
 # warm) to 2.3 (cold). Batched backward passes cost nothing to build but an import.
 COST_ESTIMATES_S = {Tier.BATCHED: 0.0, Tier.FOLDED: 0.4, Tier.COMPILED: 1.5}
+# The share of a call's time a tier is taken to save over the one before (jacbench.core.tiers:
+# the calls spend cost / saves before it is built): the batched passes halve the copies' time
+# on seed004 (2.6 -> 1.3 ms a call, float64); the others are taken to save most of it.
+SAVES_ESTIMATES = {Tier.BATCHED: 0.5}
 # What a tier's machinery costs to import the first time a process builds it (CPU-s here,
 # torch 2.13): autograd's shape check of batched gradients imports sympy (with torch's
 # symbolic shapes); tracing imports torch._dynamo (sympy with it); compiling adds inductor.
@@ -336,11 +340,11 @@ def imports_s(tier: Tier) -> float:
 
 def ladder(problem: Problem) -> list[tuple[Tier, str, dict]]:
     """(tier, strategy, options) from the cheapest to build to the fastest per call. The
-    first tier imports nothing more (plain reverse-mode autograd: a first Jacobian in
-    milliseconds of a fresh process, where torch.func's first call imports torch's
-    compiler, ~1 CPU-s): by columns (reverse mode twice) where forward mode would be
-    picked, else by rows; the next batches its backward passes (on seed004 7 -> 1.3 ms a
-    call, for sympy's import, 0.27 CPU-s)."""
+    first tier imports nothing more (plain reverse-mode autograd over copies of x run as one
+    vmapped batch: a first Jacobian in milliseconds of a fresh process, where torch.func's
+    first call imports torch's compiler, ~1 CPU-s): by columns (reverse mode twice) where
+    forward mode would be picked, else by rows; the next batches the backward passes of one
+    x (on seed004 2.6 -> 1.3 ms a call, for sympy's import, 0.27 CPU-s)."""
     if too_large(problem) or problem.sparsity is not None:  # eager: plain autograd's passes
         name, options = ruled(problem, False)
         eager = (Tier.EAGER, name, {**options, "passes": eager_sparse_passes(problem)})
@@ -350,13 +354,13 @@ def ladder(problem: Problem) -> list[tuple[Tier, str, dict]]:
         # reverse mode twice: built in a thread of its own, beside the caller's forward AD
         storm = {"on_retrace_storm": "raise", "forward_ad": "never"}
         return [
-            (Tier.EAGER, "double_backward", {}),
+            (Tier.EAGER, "double_backward", {"copies": True}),
             (Tier.BATCHED, "double_backward", {"batched": True}),
             (Tier.FOLDED, "jacfwd_folded", {"compile": False, **storm}),
             (Tier.COMPILED, "jacfwd_folded", {"compile": True, **storm}),
         ]
     return [
-        (Tier.EAGER, "autograd_loop", {}),
+        (Tier.EAGER, "autograd_loop", {"copies": True}),
         (Tier.BATCHED, "grads_batched", {}),
         (Tier.COMPILED, "jacrev_compiled", {}),
     ]
@@ -399,9 +403,11 @@ def tiered(problem: Problem, opts: AutoOptions) -> Declared:
     def stage(tier: Tier, name: str, options: dict) -> Stage:
         cost = opts.patience * costs.get(tier.value, COST_ESTIMATES_S[tier])
         imports = functools.partial(_patient_imports, opts.patience, tier)
+        saves = SAVES_ESTIMATES.get(tier, 1.0)
         if name != "jacfwd_folded":  # a StrategySkip ends the moves
             make = functools.partial(_prepare_named, name, problem, **options)
-            return Stage(tier.value, lambda: built(tier, name, options, make), cost, imports)
+            build = lambda: built(tier, name, options, make)  # noqa: E731
+            return Stage(tier.value, build, cost, imports, saves=saves)
 
         def ready() -> Callable[[], Prepared]:  # the caller's thread: f is run (and traced)
             given = compiled.traced_f(problem)
@@ -419,7 +425,7 @@ def tiered(problem: Problem, opts: AutoOptions) -> Declared:
                 for module in IMPORTS.get(tier, ()):
                     importlib.import_module(module)
 
-        return Stage(tier.value, _unready, cost, imports, ready, preload, traced=True)
+        return Stage(tier.value, _unready, cost, imports, ready, preload, True, saves)
 
     stages = [stage(t, n, o) for t, n, o in later]
     f = problem.f if problem.batch == 1 else problem.f_many

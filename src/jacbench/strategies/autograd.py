@@ -7,6 +7,7 @@ from dataclasses import dataclass
 
 import torch
 
+from jacbench.core.interrupt import raise_if_interrupt
 from jacbench.core.problem import Problem
 from jacbench.core.strategy import Declared, Kind, Mode, NoOptions, strategy
 
@@ -59,8 +60,18 @@ def _or_zeros(grad: torch.Tensor | None, like: torch.Tensor) -> torch.Tensor:
     return torch.zeros_like(like) if grad is None else grad
 
 
-@strategy(Kind.EXACT, Mode.REVERSE, batch=True)
-def autograd_loop(problem: Problem, opts: NoOptions):
+@dataclass
+class AutogradLoopOptions:
+    # every row in one forward and one backward pass over M copies of x (f under
+    # torch.func.vmap, in chunks): neither sympy nor torch's compiler is imported (an MLP
+    # 512 -> 16: 0.16 ms a call against 0.38 a row at a time). Where f cannot be vmapped, or
+    # its copies disagree with a plain backward pass (found at the first call), a row at a
+    # time.
+    copies: bool = False
+
+
+@strategy(Kind.EXACT, Mode.REVERSE, options=AutogradLoopOptions, batch=True)
+def autograd_loop(problem: Problem, opts: AutogradLoopOptions):
     """A Python loop of torch.autograd.grad, one backward pass per output row."""
 
     @torch.enable_grad()
@@ -68,7 +79,7 @@ def autograd_loop(problem: Problem, opts: NoOptions):
         X, Y = forward_with_grad(problem, x)
         return _value(problem, Y), _rows(problem, X, Y)
 
-    return with_value(both)
+    return with_value(or_by_copies(problem, both, columns=False) if opts.copies else both)
 
 
 def _value(problem: Problem, Y: torch.Tensor) -> torch.Tensor:
@@ -88,6 +99,16 @@ class DoubleBackwardOptions:
     # the second pass for all columns at once (autograd's is_grads_batched: its shape check
     # of the batched gradients imports sympy, 0.26 CPU-s once a process), else one a column
     batched: bool = False
+    # every column in one forward and two backward passes over N copies of x (f under
+    # torch.func.vmap, in chunks): neither sympy nor torch's compiler is imported (seed004
+    # float64: 2.6 ms a call against 7 one column at a time). Where f cannot be vmapped,
+    # or its copies disagree with a plain backward pass (both found at the first call), one
+    # column at a time.
+    copies: bool = False
+
+    def __post_init__(self) -> None:
+        if self.batched and self.copies:
+            raise ValueError("batched and copies are two ways to one pass: set one of them")
 
 
 @strategy(Kind.EXACT, Mode.REVERSE, options=DoubleBackwardOptions, batch=True)
@@ -124,7 +145,105 @@ def double_backward(problem: Problem, opts: DoubleBackwardOptions):
         X, Y = forward_with_grad(problem, x)
         return _value(problem, Y), jac(X, Y)
 
-    return with_value(both)
+    return with_value(or_by_copies(problem, both, columns=True) if opts.copies else both)
+
+
+# Numbers of f's output the copies hold at once (each chunk of copies is one forward pass and
+# its backward passes): 32 MiB of float64 outputs, their activations a few times that.
+COPIES_MAX_OUTPUTS = 1 << 22
+
+# (problem, copies of x (k, *x's shape), their outputs (k, *f's shape), index of the first
+# copy) -> the k rows (B, k, N) or columns (B, M, k) of J that those copies give
+Part = Callable[[Problem, torch.Tensor, torch.Tensor, int], torch.Tensor]
+
+
+def _by_copies(
+    problem: Problem, F: Callable, x: torch.Tensor, count: int, part: Part, dim: int
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """(f(x), J) from ``count`` copies of x run as one batch (f under torch.func.vmap, in
+    chunks): each copy's passes give one row or column (``part``, joined along ``dim``).
+    Batching by copying x imports neither sympy (``is_grads_batched``'s shape check does)
+    nor torch's compiler (torch.func's transforms do). ``F``: the vmapped ``rows_fn``."""
+    X = x.detach().reshape(problem.batch, problem.n_in)
+    if problem.batch == 1:  # f itself is vmapped: no (1, N) view around it for each copy
+        X = X[0]
+    chunk = max(1, COPIES_MAX_OUTPUTS // max(1, problem.batch * problem.n_out))
+    value, parts = None, []
+    for start in range(0, count, chunk):
+        copies = X.expand(min(chunk, count - start), *X.shape).clone().requires_grad_(True)
+        Y = F(copies)  # (k, *f's shape)
+        if value is None:
+            value = Y[0].detach()
+        parts.append(part(problem, copies, Y, start))
+    assert value is not None  # count >= 1
+    return value, per_sample(problem, parts[0] if len(parts) == 1 else torch.cat(parts, dim))
+
+
+def _copied_rows(problem: Problem, copies: torch.Tensor, Y: torch.Tensor, start: int):
+    """Rows start..start+k of J: one backward pass of copy j's output start + j."""
+    k = copies.shape[0]
+    along = Y.reshape(k, problem.batch, problem.n_out).diagonal(offset=start, dim1=0, dim2=2)
+    if not along.requires_grad:
+        return torch.zeros_like(copies).reshape(k, problem.batch, -1).transpose(0, 1)
+    (G,) = torch.autograd.grad(along.sum(), copies, allow_unused=True)
+    return _or_zeros(G, copies).reshape(k, problem.batch, -1).transpose(0, 1)
+
+
+def _copied_columns(problem: Problem, copies: torch.Tensor, Y: torch.Tensor, start: int):
+    """Columns start..start+k of J: ``G = (J^T u_j)_j`` for each copy's own u_j, whose
+    derivative along e_{start+j} in copy j is that column (``double_backward``'s trick)."""
+    k = copies.shape[0]
+    U = torch.zeros_like(Y, requires_grad=True)
+    G = None
+    if Y.requires_grad:
+        (G,) = torch.autograd.grad((Y * U).sum(), copies, create_graph=True, allow_unused=True)
+    along = None if G is None else G.reshape(k, problem.batch, -1).diagonal(start, 0, 2)
+    if along is None or not along.requires_grad:  # Y does not depend on x, or G on u
+        return torch.zeros(problem.batch, problem.n_out, k, dtype=Y.dtype, device=Y.device)
+    (H,) = torch.autograd.grad(along.sum(), U, allow_unused=True)  # along: (B, k)
+    return _or_zeros(H, U).reshape(k, problem.batch, -1).permute(1, 2, 0)
+
+
+def or_by_copies(
+    problem: Problem,
+    plain: Callable[[torch.Tensor], tuple[torch.Tensor, torch.Tensor]],
+    columns: bool,
+) -> Callable[[torch.Tensor], tuple[torch.Tensor, torch.Tensor]]:
+    """``both(x)`` by copies of x (its columns, else its rows) where the first call shows
+    they hold: f can be vmapped, and w^T J agrees with one plain backward pass (a copy is
+    not f where f reads or writes state of its own); else by ``plain``, from then on."""
+    count, part, dim = (
+        (problem.n_in, _copied_columns, -1) if columns else (problem.n_out, _copied_rows, 1)
+    )
+    F = torch.func.vmap(problem.f if problem.batch == 1 else problem.f_many)
+    way: list[bool] = []  # decided at the first call
+
+    def copied(x: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        return _by_copies(problem, F, x, count, part, dim)
+
+    def first(x: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor] | None:
+        """The copies' (f(x), J) where they hold at x, else None."""
+        X, Y = forward_with_grad(problem, x)
+        if not Y.requires_grad:  # f does not depend on x: the plain way gives its zeros
+            return None
+        plain_product = _plain_product(X, Y)
+        try:
+            out = copied(x)
+        except Exception as exc:  # e.g. vmap: .item(), data-dependent control flow
+            raise_if_interrupt(exc)
+            return None
+        return out if _agrees(out[1], *plain_product) else None
+
+    @torch.enable_grad()
+    def both(x: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        if not way:
+            out = first(x)
+            way.append(out is not None)
+            if out is not None:
+                return out
+        return copied(x) if way[0] else plain(x)
+
+    return both
 
 
 def _columns(

@@ -1,0 +1,201 @@
+"""Issue 43 (the whole fit): the first tier batches its passes over copies of x, and a tier
+move pays before it is made and gives way where it turns out slower.
+
+Before: auto's first tier computed seed004's columns one backward pass at a time (7 ms a
+call, float64) and moved to ``is_grads_batched`` after 0.27 s of calls, paying sympy's
+import (0.27 CPU-s) that a 300-iteration fit never earned back: the fit was 0.69-0.76x the
+finite-difference loop's speed. Now the columns (or rows) come from one vmapped batch of
+copies of x (2.6 ms, nothing imported), a move that halves a call waits until the calls
+spent twice its cost, and a form that needs no trace and is slower than the one before
+over its first calls gives way to it again.
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import replace
+
+import pytest
+import torch
+from torch import nn
+
+import jacbench
+from jacbench.core.problem import make_problem
+from jacbench.core.registry import load_registry
+from jacbench.core.tiers import PACE_CALLS, Stage, Tiered
+
+REGISTRY = load_registry()
+
+
+def residuals_problem(batch: int = 1):
+    """seed004's shape: more outputs than inputs (forward mode's side)."""
+    torch.manual_seed(0)
+    samples, targets = torch.rand(20, 3, dtype=torch.float64), torch.randn(20, 2).double()
+    net = nn.Sequential(nn.Linear(3, 5), nn.Tanh(), nn.Linear(5, 2)).double()
+    params = jacbench.FlatParams(net)
+
+    def residuals(theta: torch.Tensor) -> torch.Tensor:
+        return (params.call(theta, samples) - targets).reshape(-1)
+
+    return residuals, params.vector()
+
+
+def wide_problem():
+    """More inputs than outputs (reverse mode's side)."""
+    torch.manual_seed(1)
+    net = nn.Sequential(nn.Linear(30, 6), nn.Tanh(), nn.Linear(6, 3)).double()
+    return net, torch.randn(30, dtype=torch.float64)
+
+
+@pytest.mark.parametrize("name", ["double_backward", "autograd_loop"])
+@pytest.mark.parametrize("shape", ["tall", "wide"])
+def test_the_copies_give_the_jacobian_and_the_value_at_two_points(name, shape):
+    f, x0 = residuals_problem() if shape == "tall" else wide_problem()
+    prep = jacbench.prepare(f, x0, name, copies=True)
+    for x in (x0 + 0.3, x0 - 0.2):
+        torch.testing.assert_close(prep(x), torch.func.jacrev(f)(x))
+        value, jac = prep.value_and_jacobian(x)
+        torch.testing.assert_close(value, f(x))
+        torch.testing.assert_close(jac, torch.func.jacrev(f)(x))
+
+
+@pytest.mark.parametrize("name", ["double_backward", "autograd_loop"])
+def test_the_copies_follow_a_batch_of_points_and_a_matrix_valued_f(name):
+    torch.manual_seed(0)
+    net = nn.Sequential(nn.Linear(3, 5), nn.Tanh(), nn.Linear(5, 7)).double()
+    points = torch.randn(4, 3, dtype=torch.float64)
+    p = make_problem("net", net, points, "input", False, batch=4)
+    prep = REGISTRY.prepare(name, p, copies=True)
+    for shift in (0.0, 0.2):
+        got = prep(points + shift)
+        for b in range(4):
+            torch.testing.assert_close(got[b], torch.func.jacfwd(net)(points[b] + shift))
+
+    def outer(v: torch.Tensor) -> torch.Tensor:  # (3,) -> (3, 3)
+        return torch.outer(v.sin(), v)
+
+    v = torch.randn(3, dtype=torch.float64)
+    torch.testing.assert_close(
+        jacbench.prepare(outer, v, name, copies=True)(v), torch.func.jacrev(outer)(v)
+    )
+
+
+def test_the_copies_are_split_into_chunks_where_they_would_be_large(monkeypatch):
+    """Many copies of a large output are made a chunk at a time (the same Jacobian)."""
+    from jacbench.strategies import autograd
+
+    f, x0 = residuals_problem()
+    monkeypatch.setattr(autograd, "COPIES_MAX_OUTPUTS", 3 * f(x0).numel())  # 3 copies a chunk
+    for name in ("double_backward", "autograd_loop"):
+        prep = jacbench.prepare(f, x0, name, copies=True)
+        torch.testing.assert_close(prep(x0 + 0.1), torch.func.jacrev(f)(x0 + 0.1))
+
+
+def branchy(v: torch.Tensor) -> torch.Tensor:
+    """Python control flow on a value of x: vmap cannot batch it (its copies raise)."""
+    return v * 2 if float(v.detach().sum()) > 0 else v * 3
+
+
+@pytest.mark.parametrize("name", ["double_backward", "autograd_loop"])
+def test_where_f_cannot_be_copied_the_first_call_finds_it_and_the_plain_passes_answer(name):
+    x = torch.tensor([0.5, 1.0, 1.5], dtype=torch.float64)
+    prep = jacbench.prepare(branchy, x, name, copies=True)
+    for point, slope in ((x, 2.0), (-x, 3.0)):
+        torch.testing.assert_close(prep(point), slope * torch.eye(3, dtype=torch.float64))
+    # a custom Function without a vmap rule: tests/test_library_speed.py::
+    # test_double_backward_falls_back_to_rows_where_the_backward_pass_is_not_differentiable
+
+
+def test_copies_and_batched_are_one_choice():
+    with pytest.raises(ValueError, match="set one of them"):
+        REGISTRY.get("double_backward").make_options({"copies": True, "batched": True})
+
+
+def test_autos_first_tier_copies_x_and_imports_nothing_more():
+    """In this process sympy may be imported already: the first tier's strategy and options
+    are checked here, its imports in a fresh process
+    (tests/test_library_speed.py::test_the_first_jacobian_of_a_fresh_process_imports_no_compiler)."""
+    f, x0 = residuals_problem()
+    prep = jacbench.prepare(f, x0, patience=1e9, cache=False)
+    assert (prep.info.tier, prep.info.chosen_strategy) == ("eager", "double_backward")
+    assert "copies=True" in prep.tiers.current.info.built
+    torch.testing.assert_close(prep(x0), torch.func.jacrev(f)(x0))
+    net, x1 = wide_problem()
+    prep = jacbench.prepare(net, x1, patience=1e9, cache=False)
+    assert (prep.info.tier, prep.info.chosen_strategy) == ("eager", "autograd_loop")
+    assert "copies=True" in prep.tiers.current.info.built
+
+
+def slowed(prep: jacbench.Prepared, seconds: float, name: str) -> jacbench.Prepared:
+    """``prep``, each call ``seconds`` slower (a form slower or faster than another)."""
+
+    def fn(x: torch.Tensor) -> torch.Tensor:
+        time.sleep(seconds)
+        return prep.fn(x)
+
+    return replace(prep, fn=fn, both_fn=None, strategy=name)
+
+
+def tiered(first_s: float, stages: list[Stage]):
+    torch.manual_seed(0)
+    net = nn.Sequential(nn.Linear(3, 4), nn.Tanh(), nn.Linear(4, 5)).double()
+    p = make_problem("net", net, torch.randn(3, dtype=torch.float64), "input", False)
+    first = slowed(REGISTRY.prepare("double_backward", p), first_s, "first")
+    right = lambda x, jac: ""  # noqa: E731 (the answers are right: only speed differs)
+    return Tiered(first, "eager", stages, right, p.x, background=False), p
+
+
+def form(name: str, seconds: float):
+    def build():
+        torch.manual_seed(0)
+        net = nn.Sequential(nn.Linear(3, 4), nn.Tanh(), nn.Linear(4, 5)).double()
+        p = make_problem("net", net, torch.randn(3, dtype=torch.float64), "input", False)
+        return slowed(REGISTRY.prepare("double_backward", p), seconds, name)
+
+    return build
+
+
+def test_a_move_that_saves_half_a_call_waits_until_the_calls_spent_twice_its_cost():
+    spent_at_build: list[float] = []
+    tiers: list[Tiered] = []
+
+    def build():
+        spent_at_build.append(tiers[0].spent_s)
+        return form("half", 0.0005)()
+
+    t, p = tiered(0.001, [Stage("batched", build, cost_s=0.02, saves=0.5)])
+    tiers.append(t)
+    for _ in range(200):
+        t.jac(p.x)
+        if t.tier == "batched":
+            break
+    assert t.tier == "batched"
+    assert spent_at_build[0] >= 0.04  # not at 0.02: the rule buys at cost / saves
+
+
+def test_a_new_form_slower_than_the_one_before_gives_way_and_the_moves_go_on():
+    stages = [
+        Stage("batched", form("slower", 0.01), cost_s=0.015),  # after more than 6 calls
+        Stage("folded", form("faster", 0.0), cost_s=0.1, traced=True),
+    ]
+    t, p = tiered(0.002, stages)
+    seen = []
+    for _ in range(120):
+        t.jac(p.x)
+        seen.append(t.current.strategy)
+        if t.current.strategy == "faster":
+            break
+    assert seen.count("slower") == PACE_CALLS + 1  # its first call, then its pace
+    after = seen[seen.index("slower") + PACE_CALLS + 1]
+    assert after == "first" and "batched (slower)" in t.slower
+    assert seen[-1] == "faster" and t.tier == "folded" and t.refused is None
+    for _ in range(PACE_CALLS + 2):  # a form needing a trace is not paced
+        t.jac(p.x)
+    assert t.tier == "folded"
+
+
+def test_a_new_form_faster_than_the_one_before_stays():
+    t, p = tiered(0.004, [Stage("batched", form("faster", 0.002), cost_s=0.03)])
+    for _ in range(30):
+        t.jac(p.x)
+    assert (t.tier, t.slower) == ("batched", "")
