@@ -174,28 +174,24 @@ def test_a_move_that_saves_half_a_call_waits_until_the_calls_spent_twice_its_cos
 
 
 def test_a_new_form_slower_than_the_one_before_gives_way_and_the_moves_go_on():
-    stages = [
-        Stage("batched", form("slower", 0.01), cost_s=0.015),  # after more than 6 calls
-        Stage("folded", form("faster", 0.0), cost_s=0.1, traced=True),
-    ]
-    t, p = tiered(0.002, stages)
+    """Counted in calls: the move comes after the first form's calls spent 0.1 s (at most
+    20 calls of 5 ms: more than PACE_CALLS, so its pace is known), and the slower form
+    (10x) is compared after its first PACE_CALLS + 1 calls."""
+    folded = Stage("folded", form("faster", 0.0), cost_s=1e9, traced=True)
+    t, p = tiered(0.005, [Stage("batched", form("slower", 0.05), cost_s=0.1), folded])
     seen = []
-    for _ in range(120):
+    for _ in range(60):
         t.jac(p.x)
         seen.append(t.current.strategy)
-        if t.current.strategy == "faster":
+        if "slower" in seen and seen[-1] == "first":
             break
     assert seen.count("slower") == PACE_CALLS + 1  # its first call, then its pace
-    after = seen[seen.index("slower") + PACE_CALLS + 1]
-    assert after == "first" and "batched (slower)" in t.slower
-    assert seen[-1] == "faster" and t.tier == "folded" and t.refused is None
-    for _ in range(PACE_CALLS + 2):  # a form needing a trace is not paced
-        t.jac(p.x)
-    assert t.tier == "folded"
+    assert seen[-1] == "first" and "batched (slower)" in t.slower
+    assert (t.tier, t.stages, t.refused) == ("eager", [folded], None)  # the next move waits
 
 
 def test_a_new_form_faster_than_the_one_before_stays():
-    t, p = tiered(0.004, [Stage("batched", form("faster", 0.002), cost_s=0.03)])
+    t, p = tiered(0.004, [Stage("batched", form("faster", 0.002), cost_s=0.06)])
     for _ in range(30):
         t.jac(p.x)
     assert (t.tier, t.slower) == ("batched", "")
