@@ -263,7 +263,7 @@ SWEEPS = {  # what the review test runs: a plain 16-job sweep and the seed004 pr
 @pytest.mark.slow
 @pytest.mark.parametrize(
     "sweep",
-    ["sweep16", pytest.param("seed004", marks=pytest.mark.compiles)],  # auto compiles
+    ["sweep16", "seed004"],
 )
 def test_a_reviewer_gets_the_answer_from_the_links_jacbench_prints(cli, tmp_path: Path, sweep):
     """Starts mlflow server on 127.0.0.1 and reads it in headless Chromium at 1440x900, from
