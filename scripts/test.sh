@@ -7,9 +7,12 @@ set -uo pipefail
 cd "$(dirname "$0")/.."
 pytest -n auto --dist loadfile -m "not compiles" "$@"
 others=$?
-# the files holding compiling tests, read from either form that -q or -qq prints them in
+# the files holding compiling tests, read from either form that -q or -qq prints them in,
+# those with the most such tests first (the longest groups first: a short one ends the phase)
 pytest --collect-only -q -p no:cacheprovider -m compiles "$@" \
-  | grep -E '^[^ ]+\.py(::|: [0-9]+$)' | cut -d: -f1 | sort -u | xargs -r -P "$(nproc)" -I{} sh -c \
+  | awk -F': ' '/^[^ ]+\.py: [0-9]+$/ {n[$1] += $2} /^[^ ]+\.py::/ {split($0, a, "::"); n[a[1]]++}
+                END {for (f in n) print n[f], f}' \
+  | sort -k1,1nr -k2 | cut -d' ' -f2 | xargs -r -P "$(nproc)" -I{} sh -c \
     'out=$(pytest -q -p no:cacheprovider -m compiles "$@" 2>&1); s=$?; printf "%s\n" "$out"; exit $s' _ {} "$@"
 compiled=$?
 exit $((others || compiled))

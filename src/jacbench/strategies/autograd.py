@@ -64,7 +64,7 @@ def _or_zeros(grad: torch.Tensor | None, like: torch.Tensor) -> torch.Tensor:
 class AutogradLoopOptions:
     # every row in one forward and one backward pass over M copies of x (f under
     # torch.func.vmap, in chunks): neither sympy nor torch's compiler is imported (an MLP
-    # 512 -> 16: 0.16 ms a call against 0.38 a row at a time). Where f cannot be vmapped, or
+    # 512 -> 16: 0.22 ms a call against 0.56 a row at a time). Where f cannot be vmapped, or
     # its copies disagree with a plain backward pass (found at the first call), a row at a
     # time.
     copies: bool = False
@@ -101,7 +101,7 @@ class DoubleBackwardOptions:
     batched: bool = False
     # every column in one forward and two backward passes over N copies of x (f under
     # torch.func.vmap, in chunks): neither sympy nor torch's compiler is imported (seed004
-    # float64: 2.6 ms a call against 7 one column at a time). Where f cannot be vmapped,
+    # float64: 2.5 ms a call against 7.4 one column at a time). Where f cannot be vmapped,
     # or its copies disagree with a plain backward pass (both found at the first call), one
     # column at a time.
     copies: bool = False
@@ -163,7 +163,8 @@ def _by_copies(
     """(f(x), J) from ``count`` copies of x run as one batch (f under torch.func.vmap, in
     chunks): each copy's passes give one row or column (``part``, joined along ``dim``).
     Batching by copying x imports neither sympy (``is_grads_batched``'s shape check does)
-    nor torch's compiler (torch.func's transforms do). ``F``: the vmapped ``rows_fn``."""
+    nor torch's compiler (torch.func's transforms do). ``F``: f (f_many for a batch of
+    points) under torch.func.vmap."""
     X = x.detach().reshape(problem.batch, problem.n_in)
     if problem.batch == 1:  # f itself is vmapped: no (1, N) view around it for each copy
         X = X[0]
