@@ -151,6 +151,8 @@ class Tiered:
         self._outcome: _Outcome | None = None  # a finished build, not yet taken in
         self._preloaded: Stage | None = None  # its imports done in the background, not built
         self._pace: _Pace | None = None  # a new form's pace, still to be compared
+        self._readying = False  # a stage's ready runs (in a caller's thread)
+        self._checking = False  # a new form's first call runs (in a caller's thread)
         self._lock = threading.Lock()
 
     @property
@@ -234,8 +236,16 @@ class Tiered:
             self.spent_s, self.calls, self.paced_s = 0.0, 0, 0.0
 
     def _next(self) -> None:
+        """Start building the next stage. Its ``ready`` (which runs f, and may take
+        TORCH_STATE) runs outside ``_lock``: a caller's first call holds TORCH_STATE and then
+        asks for ``_lock``, so holding ``_lock`` while asking for TORCH_STATE would deadlock."""
         with self._lock:
-            if not self.stages or self._before is not None or self._building is not None:
+            if (
+                not self.stages
+                or self._before is not None
+                or self._building is not None
+                or self._readying
+            ):
                 return
             stage = self.stages.pop(0)
             if self.background and stage.preload is not None:
@@ -246,20 +256,24 @@ class Tiered:
                 self._building.start()
                 return
             self.builds += 1
-            outcome: _Outcome | None
-            try:
-                stage = stage.readied()
-            except Exception as exc:
-                outcome = _failed(stage, exc)
-            else:
-                outcome = None
-            if outcome is None and self.background:
-                self._building = threading.Thread(
-                    target=self._build_aside, args=(stage,), name=f"jacbench {stage.tier}"
-                )
-                self._building.daemon = True  # a process that ends does not wait for it
-                self._building.start()
-                return
+            self._readying = True
+        outcome: _Outcome | None = None
+        try:
+            stage = stage.readied()
+        except Exception as exc:
+            outcome = _failed(stage, exc)
+        finally:
+            with self._lock:
+                self._readying = False
+        if outcome is None and self.background:
+            thread = threading.Thread(
+                target=self._build_aside, args=(stage,), name=f"jacbench {stage.tier}"
+            )
+            thread.daemon = True  # a process that ends does not wait for it
+            with self._lock:
+                self._building = thread
+            thread.start()
+            return
         self._apply(outcome or _built(stage))
 
     def _build_aside(self, stage: Stage) -> None:
@@ -340,28 +354,41 @@ class Tiered:
         return self._building is None
 
     def _first(self, x: torch.Tensor, both: bool) -> Any:
-        """The first call in a new tier, checked; the tier before answers where it fails."""
+        """The first call in a new tier, checked; the tier before answers where it fails,
+        and for other threads while the check runs. No call runs under ``_lock`` (see
+        ``_next``)."""
         with self._lock:
             if self._before is None:  # another thread checked it meanwhile
-                return self.current.raw_both(x) if both else self.current.raw(x)
-            new = self.current
-            try:
-                start = time.perf_counter()
-                out = new.raw_both(x) if both else new.raw(x)
-                seconds = time.perf_counter() - start
-                wrong = self._check(x, out[1] if both else out)
-            except RetraceStorm:  # back to the first tier (jac, both)
-                self._before = None
-                raise
-            except Exception as exc:
-                raise_if_interrupt(exc)
-                wrong = f"its first call raised {_one_line(exc)}"
-            if wrong:
-                (before, tier), self._before = self._before, None
-                new_tier, self.current, self.tier = self.tier, before, tier
-                self._refuse(new_tier, new.strategy, wrong)
-                return before.raw_both(x) if both else before.raw(x)
+                form: Prepared | None = self.current
+            elif self._checking:  # another thread checks it now: the checked form answers
+                form = self._before[0]
+            else:
+                form, new, self._checking = None, self.current, True
+        if form is not None:
+            return form.raw_both(x) if both else form.raw(x)
+        try:
+            start = time.perf_counter()
+            out = new.raw_both(x) if both else new.raw(x)
+            seconds = time.perf_counter() - start
+            wrong = self._check(x, out[1] if both else out)
+        except RetraceStorm:  # back to the first tier (jac, both)
+            with self._lock:
+                self._before, self._checking = None, False
+            raise
+        except Exception as exc:
+            with self._lock:
+                self._checking = False  # an interrupt leaves the check to the next call
+            raise_if_interrupt(exc)
+            wrong = f"its first call raised {_one_line(exc)}"
+        with self._lock:
+            self._checking = False
+            before = self._before
             self._before = None
+            if wrong and before is not None:
+                new_tier, self.current, self.tier = self.tier, before[0], before[1]
+                self._refuse(new_tier, new.strategy, wrong)
+        if wrong and before is not None:
+            return before[0].raw_both(x) if both else before[0].raw(x)
         self._spent(seconds)  # a right first call counts towards the next move
         return out
 
