@@ -100,11 +100,13 @@ PACE_CALLS, SLOWER = 6, 1.25
 
 @dataclass(frozen=True)
 class _Pace:
-    """The form a new one replaced, and its pace (seconds a call after its first)."""
+    """The form a new one replaced, its pace (seconds a call after its first), and the
+    last untraced form as it was before the move."""
 
     before: Prepared
     tier: str
     per_call_s: float
+    untraced: tuple[Prepared, str]
 
 
 @dataclass(frozen=True)
@@ -224,16 +226,19 @@ class Tiered:
         """After a new form's first calls: back to the form before where it is slower."""
         with self._lock:
             pace, self._pace = self._pace, None
-            per_call = self.paced_s / (self.calls - 1)
+            per_call = self._per_call()
             if pace is None or per_call <= SLOWER * pace.per_call_s:
                 return
             self.slower = (
                 f"{self.tier} ({self.current.strategy}): {per_call * 1e3:.3g} ms a call "
                 f"against {pace.per_call_s * 1e3:.3g} in {pace.tier} ({pace.before.strategy})"
             )
-            self.current, self.tier = pace.before, pace.tier
-            self.untraced = (pace.before, pace.tier)
+            self.current, self.tier, self.untraced = pace.before, pace.tier, pace.untraced
             self.spent_s, self.calls, self.paced_s = 0.0, 0, 0.0
+
+    def _per_call(self) -> float:
+        """The current form's pace: seconds a call since the last move, after its first."""
+        return self.paced_s / (self.calls - 1)
 
     def _next(self) -> None:
         """Start building the next stage. Its ``ready`` (which runs f, and may take
@@ -331,8 +336,7 @@ class Tiered:
                 self._refuse(stage.tier, "", f"it failed to build: {outcome.failed}")
             else:
                 if not stage.traced and self.calls > PACE_CALLS:  # compared with its pace
-                    pace = self.paced_s / (self.calls - 1)
-                    self._pace = _Pace(self.current, self.tier, pace)
+                    self._pace = _Pace(self.current, self.tier, self._per_call(), self.untraced)
                 self._before = (self.current, self.tier)
                 self.current, self.tier = outcome.built, stage.tier
                 self.spent_s, self.calls, self.paced_s = 0.0, 0, 0.0

@@ -406,7 +406,7 @@ def tiered(problem: Problem, opts: AutoOptions) -> Declared:
         saves = SAVES_ESTIMATES.get(tier, 1.0)
         if name != "jacfwd_folded":  # a StrategySkip ends the moves
             make = functools.partial(_prepare_named, name, problem, **options)
-            build = lambda: built(tier, name, options, make)  # noqa: E731
+            build = functools.partial(built, tier, name, options, make)
             return Stage(tier.value, build, cost, imports, saves=saves)
 
         def ready() -> Callable[[], Prepared]:  # the caller's thread: f is run (and traced)
@@ -425,7 +425,7 @@ def tiered(problem: Problem, opts: AutoOptions) -> Declared:
                 for module in IMPORTS.get(tier, ()):
                     importlib.import_module(module)
 
-        return Stage(tier.value, _unready, cost, imports, ready, preload, True, saves)
+        return Stage(tier.value, _unready, cost, imports, ready, preload, traced=True, saves=saves)
 
     stages = [stage(t, n, o) for t, n, o in later]
     f = problem.f if problem.batch == 1 else problem.f_many

@@ -65,9 +65,9 @@ def _or_zeros(grad: torch.Tensor | None, like: torch.Tensor) -> torch.Tensor:
 class AutogradLoopOptions:
     # every row in one forward and one backward pass over M copies of x (f under
     # torch.func.vmap, in chunks): neither sympy nor torch's compiler is imported (an MLP
-    # 512 -> 16: 0.22 ms a call against 0.56 a row at a time). Where f cannot be vmapped, or
-    # its copies disagree with a plain backward pass (found at the first call), a row at a
-    # time.
+    # 512 -> 16: 0.22 ms a call against 0.56 a row at a time). Where f cannot be vmapped,
+    # its copies disagree with a plain backward pass, or they are slower than the loop (each
+    # timed once: found at the first call), a row at a time.
     copies: bool = False
 
 
@@ -103,8 +103,8 @@ class DoubleBackwardOptions:
     # every column in one forward and two backward passes over N copies of x (f under
     # torch.func.vmap, in chunks): neither sympy nor torch's compiler is imported (seed004
     # float64: 2.5 ms a call against 7.4 one column at a time). Where f cannot be vmapped,
-    # or its copies disagree with a plain backward pass (both found at the first call), one
-    # column at a time.
+    # its copies disagree with a plain backward pass, or they are slower (each timed once:
+    # found at the first call), one column at a time.
     copies: bool = False
 
     def __post_init__(self) -> None:
