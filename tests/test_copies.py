@@ -106,6 +106,35 @@ def test_where_f_cannot_be_copied_the_first_call_finds_it_and_the_plain_passes_a
     # test_double_backward_falls_back_to_rows_where_the_backward_pass_is_not_differentiable
 
 
+@pytest.mark.parametrize("columns", [True, False])
+@pytest.mark.parametrize("plain_s, chosen", [(0.0, False), (0.2, True)])
+def test_the_copies_are_kept_only_where_they_are_no_slower_than_the_plain_passes(
+    columns, plain_s, chosen
+):
+    """The first call answers by the checked copies, the second by the plain passes (timed),
+    the third by the copies (timed warm), and from then on by the faster: here the plain
+    passes are an answer known beforehand, returned at once or after 0.2 s."""
+    from jacbench.strategies.autograd import CopiesOrPlain
+
+    f, x0 = residuals_problem()
+    p = make_problem("residuals", f, x0, "input", False)
+    known = (f(x0), torch.func.jacrev(f)(x0))
+    plain_calls: list[int] = []
+
+    def plain(x: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        plain_calls.append(1)
+        time.sleep(plain_s)
+        return known
+
+    both = CopiesOrPlain(p, plain, columns)
+    for call in range(5):
+        value, jac = both(x0)
+        torch.testing.assert_close(jac, known[1])
+        torch.testing.assert_close(value, known[0])
+        assert both.use is (None if call < 2 else chosen)
+    assert len(plain_calls) == (1 if chosen else 3)  # the second call's, then every call's
+
+
 def test_copies_and_batched_are_one_choice():
     with pytest.raises(ValueError, match="set one of them"):
         REGISTRY.get("double_backward").make_options({"copies": True, "batched": True})

@@ -36,6 +36,7 @@ from torch import nn
 
 from jacbench.core import cache
 from jacbench.core.cache import ENV, cache_folder  # noqa: F401  (ENV: the documented name)
+from jacbench.core.machine import cpu_model
 from jacbench.core.sources import digest_of, files_under
 from jacbench.core.version import VERSION
 
@@ -84,7 +85,7 @@ def key(problem: Any, options: dict[str, Any]) -> str:
         "torch": torch.__version__,
         "jacbench": VERSION,
         "library": library_digest(),
-        "machine": [platform.machine(), platform.processor(), platform.node()],
+        "machine": [platform.machine(), cpu_model(), platform.node()],
         "threads": torch.get_num_threads(),
         "options": options,
     }

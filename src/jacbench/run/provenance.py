@@ -11,9 +11,7 @@ the same, so a sweep asks for it per job at the cost of a few ``stat`` calls.
 
 from __future__ import annotations
 
-import functools
 import importlib.util
-import platform
 import socket
 import sys
 from collections.abc import Mapping
@@ -21,24 +19,13 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
+from jacbench.core.machine import cpu_model
 from jacbench.core.sources import digest_of, files_under
 from jacbench.core.version import VERSION
 
 JACBENCH = Path(__file__).resolve().parents[1]  # the jacbench package
 # The code a measurement runs: a change in any of it may change a time or an answer.
 MEASURING = ("core", "strategies", "benchmark", "timing", "models", "run/runner.py")
-
-
-@functools.cache
-def cpu_model() -> str:
-    """The processor's name (/proc/cpuinfo on Linux)."""
-    try:
-        for line in Path("/proc/cpuinfo").read_text().splitlines():
-            if line.startswith("model name"):
-                return line.split(":", 1)[1].strip()
-    except OSError:
-        pass
-    return platform.processor() or platform.machine()
 
 
 def hostname() -> str:

@@ -35,6 +35,7 @@ from jacbench.benchmark.reference import (
 from jacbench.core.errors import ConfigError, StrategySkip
 from jacbench.core.interrupt import check as check_interrupt
 from jacbench.core.interrupt import raise_if_interrupt
+from jacbench.core.machine import cpu_model
 from jacbench.core.memory_budget import check_fits, sampled
 from jacbench.core.numerics import tolerance
 from jacbench.core.problem import Problem
@@ -45,7 +46,7 @@ from jacbench.record.result import Result, Status
 from jacbench.run.config import job_labels
 from jacbench.run.identity import config_hash
 from jacbench.run.job import JobSpec, make_job
-from jacbench.run.provenance import cpu_model, device_name, hostname
+from jacbench.run.provenance import device_name, hostname
 from jacbench.run.provenance import provenance as where_made
 from jacbench.timing.allocator import hold_steady
 from jacbench.timing.measure import (

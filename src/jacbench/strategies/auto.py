@@ -48,14 +48,12 @@ import torch
 
 from jacbench.core import contention, decisions, sparsity
 from jacbench.core.agreement import disagreement
-from jacbench.core.interleaved import ROUNDS, calibration_clock, seconds_per_call
 from jacbench.core.interrupt import raise_if_interrupt
 from jacbench.core.memory_budget import sampled
 from jacbench.core.prepared import TORCH_STATE, Prepared
 from jacbench.core.problem import Problem
 from jacbench.core.strategy import Declared, Kind, Mode, StrategySkip, StrategySpec, strategy
 from jacbench.core.tiers import Stage, Tiered
-from jacbench.strategies import autograd, compiled, folded, func, sparse
 
 EAGER: tuple[tuple[str, dict], ...] = (
     ("jacfwd_folded", {"compile": False}),
@@ -107,22 +105,31 @@ PASS_RATIO = 8
 # not grow with N passes (the map, banded N=256 M=4: jacfwd_folded 1.5-1.9x faster than the
 # reverse candidates it was left out for).
 PASS_FREE = ("jacfwd_folded",)
-CANDIDATES: dict[str, StrategySpec] = {
-    spec.name: spec
-    for spec in (
-        func.jacfwd,
-        func.jacrev,
-        autograd.double_backward,
-        folded.jacfwd_folded,
-        compiled.jacfwd_compiled,
-        compiled.jacrev_compiled,
-        autograd.grads_batched,
-        autograd.functional,
-        autograd.autograd_loop,
-        sparse.sparse_jacfwd,
-        sparse.sparse_jacrev,
-    )
+# auto's candidates, built-in strategies (auto needs no registry: the registry holds auto),
+# by the module each is defined in, imported at its first use: a fresh process whose
+# Jacobians never leave the eager tier imports no compiled, folded or sparse module (13 of
+# its 38 ms to a first Jacobian on seed004, above torch's import)
+CANDIDATES: dict[str, str] = {
+    "jacfwd": "func",
+    "jacrev": "func",
+    "double_backward": "autograd",
+    "jacfwd_folded": "folded",
+    "jacfwd_compiled": "compiled",
+    "jacrev_compiled": "compiled",
+    "grads_batched": "autograd",
+    "functional": "autograd",
+    "autograd_loop": "autograd",
+    "sparse_jacfwd": "sparse",
+    "sparse_jacrev": "sparse",
 }
+
+
+def candidate(name: str) -> StrategySpec:
+    """The spec of auto's candidate ``name`` (a name from elsewhere, e.g. a remembered
+    file, is a KeyError)."""
+    spec = getattr(importlib.import_module(f"jacbench.strategies.{CANDIDATES[name]}"), name)
+    assert isinstance(spec, StrategySpec)
+    return spec
 
 
 def fewest_passes(problem: Problem) -> tuple[int, int]:
@@ -162,7 +169,7 @@ def rule(problem: Problem, compile: bool) -> tuple[str, dict]:
 def _prepare_named(name: str, problem: Problem, **options: object) -> Prepared:
     """A candidate prepared from its own spec: auto's candidates are built-in strategies, so
     auto needs no registry (the registry contains auto)."""
-    spec = CANDIDATES[name]  # a name from elsewhere (a remembered file) is a KeyError
+    spec = candidate(name)
     return spec.prepare(problem, spec.make_options(dict(options)))
 
 
@@ -171,6 +178,8 @@ def _seconds_per_call(
 ) -> list[float]:
     """Each candidate's median time per call at ``x`` (``jacbench.core.interleaved``);
     ``refine`` times the rounds and the budget (blocks as long)."""
+    from jacbench.core.interleaved import ROUNDS, seconds_per_call  # calibration's alone
+
     calls: list[Callable[[], object]] = [functools.partial(prep, x) for prep in preps]
     return seconds_per_call(calls, refine * budget, refine * ROUNDS)
 
@@ -410,8 +419,10 @@ def tiered(problem: Problem, opts: AutoOptions) -> Declared:
             return Stage(tier.value, build, cost, imports, saves=saves)
 
         def ready() -> Callable[[], Prepared]:  # the caller's thread: f is run (and traced)
+            from jacbench.strategies import compiled, folded  # the folded tiers' alone
+
             given = compiled.traced_f(problem)
-            spec = CANDIDATES[name]
+            spec = candidate(name)
 
             def make() -> Prepared:  # another thread: f's graph is run, never f
                 with torch.no_grad():
@@ -488,6 +499,8 @@ class Calibration:
 
 def calibrate(problem: Problem, opts: AutoOptions) -> Calibration:
     """The fastest candidate, timed briefly."""
+    from jacbench.core.interleaved import calibration_clock  # calibration's alone
+
     ready: list[tuple[Prepared, dict]] = []
     best_first = math.inf
     # One compilation at most: the compiled form of the mode the shape rule picks (fewer

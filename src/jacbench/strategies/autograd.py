@@ -80,7 +80,7 @@ def autograd_loop(problem: Problem, opts: AutogradLoopOptions):
         X, Y = forward_with_grad(problem, x)
         return _value(problem, Y), _rows(problem, X, Y)
 
-    return with_value(or_by_copies(problem, both, columns=False) if opts.copies else both)
+    return with_value(CopiesOrPlain(problem, both, columns=False) if opts.copies else both)
 
 
 def _value(problem: Problem, Y: torch.Tensor) -> torch.Tensor:
@@ -146,7 +146,7 @@ def double_backward(problem: Problem, opts: DoubleBackwardOptions):
         X, Y = forward_with_grad(problem, x)
         return _value(problem, Y), jac(X, Y)
 
-    return with_value(or_by_copies(problem, both, columns=True) if opts.copies else both)
+    return with_value(CopiesOrPlain(problem, both, columns=True) if opts.copies else both)
 
 
 # Numbers of f's output the copies hold at once (each chunk of copies is one forward pass and
@@ -206,57 +206,71 @@ def _copied_columns(problem: Problem, copies: torch.Tensor, Y: torch.Tensor, sta
     return _or_zeros(H, U).reshape(k, problem.batch, -1).permute(1, 2, 0)
 
 
-def or_by_copies(
-    problem: Problem,
-    plain: Callable[[torch.Tensor], tuple[torch.Tensor, torch.Tensor]],
-    columns: bool,
-) -> Callable[[torch.Tensor], tuple[torch.Tensor, torch.Tensor]]:
-    """``both(x)`` by copies of x (its columns, else its rows) where the first call shows
-    they hold and pay: f can be vmapped, w^T J agrees with one plain backward pass (a copy is
-    not f where f reads or writes state of its own), and the copies take no longer than the
-    plain passes (timed once each at the first call: where f's own work dominates, the
-    copies repeat it N times, 4.3-4.4x slower on a convolution and an MLP of N = 256-1024
-    here, where dispatch dominates they win, 3x on seed004); else by ``plain``, from then on."""
-    count, part, dim = (
-        (problem.n_in, _copied_columns, -1) if columns else (problem.n_out, _copied_rows, 1)
-    )
-    F = torch.func.vmap(problem.f if problem.batch == 1 else problem.f_many)
-    way: list[bool] = []  # decided at the first call
+Both = Callable[[torch.Tensor], tuple[torch.Tensor, torch.Tensor]]
 
-    def copied(x: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
-        return _by_copies(problem, F, x, count, part, dim)
 
-    def first(x: torch.Tensor) -> tuple[bool, tuple[torch.Tensor, torch.Tensor]]:
-        """(whether the copies hold and pay here, the answer at x)."""
-        X, Y = forward_with_grad(problem, x)
-        if not Y.requires_grad:  # f does not depend on x: the plain way gives its zeros
-            return False, plain(x)
-        plain_product = _plain_product(X, Y)
-        try:
-            out = copied(x)
-        except Exception as exc:  # e.g. vmap: .item(), data-dependent control flow
-            raise_if_interrupt(exc)
-            return False, plain(x)
-        if not _agrees(out[1], *plain_product):
-            return False, plain(x)
-        # timed once each, the copies warm (their first call pays vmap's first use), the
-        # plain passes with their own first-call checks: near a tie, the copies
-        start = time.perf_counter()
-        plain(x)
-        plain_s = time.perf_counter() - start
-        start = time.perf_counter()
-        out = copied(x)
-        return time.perf_counter() - start <= plain_s, out
+class CopiesOrPlain:
+    """``both(x)`` by copies of x (its columns, else its rows) where they hold and pay: f can
+    be vmapped, w^T J agrees with one plain backward pass (a copy is not f where f reads or
+    writes state of its own), and the copies take no longer than the plain passes; else by
+    ``plain``, from then on. Where f's own work dominates, the copies repeat it N times (4.3-
+    4.4x slower on a convolution and an MLP of N = 256-1024 here); where dispatch dominates
+    they win (3x on seed004).
+
+    Decided over the first three calls, each of which computes its Jacobian once: the first
+    checks the copies (their answer), the second times the plain passes (theirs, with their
+    own first-call checks: near a tie, the copies), the third times the copies warm (their
+    first call paid vmap's first use). Before, the first call ran the copies twice and the
+    plain passes once: 21 ms of a fresh process's first Jacobian on seed004 (a call: 2.5).
+    ``use``: None while undecided, then whether the copies are used."""
+
+    def __init__(self, problem: Problem, plain: Both, columns: bool) -> None:
+        self.problem, self.plain = problem, plain
+        self.count, self.part, self.dim = (
+            (problem.n_in, _copied_columns, -1) if columns else (problem.n_out, _copied_rows, 1)
+        )
+        self.F = torch.func.vmap(problem.f if problem.batch == 1 else problem.f_many)
+        self.use: bool | None = None
+        self.held = False  # the first call found that the copies hold here
+        self.plain_s: float | None = None  # the plain passes' time, once taken
+
+    def copied(self, x: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        return _by_copies(self.problem, self.F, x, self.count, self.part, self.dim)
 
     @torch.enable_grad()
-    def both(x: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
-        if not way:
-            use, out = first(x)
-            way.append(use)
+    def __call__(self, x: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        if self.use is not None:
+            return self.copied(x) if self.use else self.plain(x)
+        if not self.held:
+            return self._first(x)
+        if self.plain_s is None:  # the second call: the plain passes, timed
+            start = time.perf_counter()
+            out = self.plain(x)
+            self.plain_s = time.perf_counter() - start
             return out
-        return copied(x) if way[0] else plain(x)
+        start = time.perf_counter()  # the third: the copies, timed warm
+        out = self.copied(x)
+        self.use = time.perf_counter() - start <= self.plain_s
+        return out
 
-    return both
+    def _first(self, x: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        """The copies' answer where they hold here, else the plain passes' (for good)."""
+        X, Y = forward_with_grad(self.problem, x)
+        if not Y.requires_grad:  # f does not depend on x: the plain way gives its zeros
+            self.use = False
+            return self.plain(x)
+        plain_product = _plain_product(X, Y)
+        try:
+            out = self.copied(x)
+        except Exception as exc:  # e.g. vmap: .item(), data-dependent control flow
+            raise_if_interrupt(exc)
+            self.use = False
+            return self.plain(x)
+        if not _agrees(out[1], *plain_product):
+            self.use = False
+            return self.plain(x)
+        self.held = True
+        return out
 
 
 def _columns(
