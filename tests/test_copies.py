@@ -112,8 +112,9 @@ def test_the_copies_are_kept_only_where_they_are_no_slower_than_the_plain_passes
     columns, plain_s, chosen
 ):
     """The first call answers by the checked copies, the second by the plain passes (timed),
-    the third by the copies (timed warm), and from then on by the faster: here the plain
-    passes are an answer known beforehand, returned at once or after 0.2 s."""
+    the third by the copies (timed warm), and from then on by the faster where it is clearly
+    faster: here the plain passes are an answer known beforehand, returned at once or after
+    0.2 s."""
     from jacbench.strategies.autograd import CopiesOrPlain
 
     f, x0 = residuals_problem()
@@ -133,6 +134,21 @@ def test_the_copies_are_kept_only_where_they_are_no_slower_than_the_plain_passes
         torch.testing.assert_close(value, known[0])
         assert both.use is (None if call < 2 else chosen)
     assert len(plain_calls) == (1 if chosen else 3)  # the second call's, then every call's
+
+
+def test_near_a_tie_the_copies_choice_takes_three_calls_of_each_and_their_best():
+    """One interrupted call does not decide: within 2x, three timed calls each, the best of
+    each compared."""
+    from jacbench.strategies.autograd import copies_chosen
+
+    assert copies_chosen([], [1.0]) is None
+    assert copies_chosen([0.3], [1.0]) is True  # clear after one each
+    assert copies_chosen([2.5], [1.0]) is False
+    assert copies_chosen([1.5], [1.0]) is None  # within 2x: more
+    assert copies_chosen([1.5, 1.4], [1.0, 1.2]) is None
+    assert copies_chosen([1.5, 0.9], [1.0, 1.2, 1.3]) is None  # the plain passes' turn taken
+    assert copies_chosen([1.5, 0.9, 1.6], [1.0, 1.2, 1.3]) is True  # best 0.9 against 1.0
+    assert copies_chosen([1.5, 1.1, 1.6], [1.0, 1.2, 1.3]) is False
 
 
 def test_copies_and_batched_are_one_choice():

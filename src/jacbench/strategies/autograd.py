@@ -66,8 +66,8 @@ class AutogradLoopOptions:
     # every row in one forward and one backward pass over M copies of x (f under
     # torch.func.vmap, in chunks): neither sympy nor torch's compiler is imported (an MLP
     # 512 -> 16: 0.22 ms a call against 0.56 a row at a time). Where f cannot be vmapped,
-    # its copies disagree with a plain backward pass, or they are slower than the loop (each
-    # timed once: found at the first call), a row at a time.
+    # its copies disagree with a plain backward pass, or they are slower than the loop (timed
+    # in turns over the first calls: CopiesOrPlain), a row at a time.
     copies: bool = False
 
 
@@ -103,8 +103,8 @@ class DoubleBackwardOptions:
     # every column in one forward and two backward passes over N copies of x (f under
     # torch.func.vmap, in chunks): neither sympy nor torch's compiler is imported (seed004
     # float64: 2.5 ms a call against 7.4 one column at a time). Where f cannot be vmapped,
-    # its copies disagree with a plain backward pass, or they are slower (each timed once:
-    # found at the first call), one column at a time.
+    # its copies disagree with a plain backward pass, or they are slower (timed in turns over
+    # the first calls: CopiesOrPlain), one column at a time.
     copies: bool = False
 
     def __post_init__(self) -> None:
@@ -209,6 +209,23 @@ def _copied_columns(problem: Problem, copies: torch.Tensor, Y: torch.Tensor, sta
 Both = Callable[[torch.Tensor], tuple[torch.Tensor, torch.Tensor]]
 
 
+# The copies' choice: timed calls of each way at most, and the ratio of their best times
+# beyond which one is clearly faster after a single timed call each (seed004: 0.3)
+COPIES_SAMPLES, COPIES_CLEAR = 3, 2.0
+
+
+def copies_chosen(copies_s: list[float], plain_s: list[float]) -> bool | None:
+    """Whether the copies are the way, from each way's timed calls (taken in turns), or None
+    while more are needed: one each where one way is over COPIES_CLEAR times faster, else
+    COPIES_SAMPLES each, compared by their best (an interrupted call does not decide)."""
+    if not copies_s or len(plain_s) < len(copies_s):
+        return None
+    ratio = min(copies_s) / max(min(plain_s), 1e-12)
+    if len(copies_s) < COPIES_SAMPLES and 1 / COPIES_CLEAR < ratio < COPIES_CLEAR:
+        return None
+    return ratio <= 1.0
+
+
 class CopiesOrPlain:
     """``both(x)`` by copies of x (its columns, else its rows) where they hold and pay: f can
     be vmapped, w^T J agrees with one plain backward pass (a copy is not f where f reads or
@@ -217,12 +234,13 @@ class CopiesOrPlain:
     4.4x slower on a convolution and an MLP of N = 256-1024 here); where dispatch dominates
     they win (3x on seed004).
 
-    Decided over the first three calls, each of which computes its Jacobian once: the first
-    checks the copies (their answer), the second times the plain passes (theirs, with their
-    own first-call checks: near a tie, the copies), the third times the copies warm (their
-    first call paid vmap's first use). Before, the first call ran the copies twice and the
-    plain passes once: 21 ms of a fresh process's first Jacobian on seed004 (a call: 2.5).
-    ``use``: None while undecided, then whether the copies are used."""
+    Decided over the first calls, each of which computes its Jacobian once: the first checks
+    the copies (their answer), then the plain passes and the copies answer in turns, timed
+    (the plain passes' first with their own first-call checks, the copies warm: their first
+    call paid vmap's first use), until ``copies_chosen`` decides: at the third call where one
+    way is clearly faster. Before, the first call ran the copies twice and the plain passes
+    once (21 ms of a fresh process's first Jacobian on seed004, a call: 2.5), and one timed
+    call each decided. ``use``: None while undecided, then whether the copies are used."""
 
     def __init__(self, problem: Problem, plain: Both, columns: bool) -> None:
         self.problem, self.plain = problem, plain
@@ -232,7 +250,8 @@ class CopiesOrPlain:
         self.F = torch.func.vmap(problem.f if problem.batch == 1 else problem.f_many)
         self.use: bool | None = None
         self.held = False  # the first call found that the copies hold here
-        self.plain_s: float | None = None  # the plain passes' time, once taken
+        self.copies_s: list[float] = []  # timed calls of each way, taken in turns
+        self.plain_s: list[float] = []
 
     def copied(self, x: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
         return _by_copies(self.problem, self.F, x, self.count, self.part, self.dim)
@@ -243,14 +262,15 @@ class CopiesOrPlain:
             return self.copied(x) if self.use else self.plain(x)
         if not self.held:
             return self._first(x)
-        if self.plain_s is None:  # the second call: the plain passes, timed
-            start = time.perf_counter()
-            out = self.plain(x)
-            self.plain_s = time.perf_counter() - start
-            return out
-        start = time.perf_counter()  # the third: the copies, timed warm
-        out = self.copied(x)
-        self.use = time.perf_counter() - start <= self.plain_s
+        way, times = (
+            (self.plain, self.plain_s)
+            if len(self.plain_s) <= len(self.copies_s)
+            else (self.copied, self.copies_s)
+        )
+        start = time.perf_counter()
+        out = way(x)
+        times.append(time.perf_counter() - start)
+        self.use = copies_chosen(self.copies_s, self.plain_s)
         return out
 
     def _first(self, x: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
