@@ -104,3 +104,35 @@ def test_cli_with_a_broken_plugin_installed(cli, outside_packages):
     assert "rival_plugin" in rival.stderr
     statuses = sorted(cli.results()["status"])
     assert statuses == ["failed", "failed", "ok"]
+
+
+def test_a_strategy_asked_for_by_two_threads_while_it_loads_is_found_by_both(tmp_path, monkeypatch):
+    """Entry points load at their first use: a second thread asking while the first imports
+    the module waits for it (it was told the strategy is unknown)."""
+    import threading
+    from importlib.metadata import EntryPoint
+
+    (tmp_path / "slow_strategy_module.py").write_text(
+        "import time\n"
+        "from jacbench import Kind, Mode, strategy\n"
+        "time.sleep(0.5)\n"
+        "@strategy(Kind.EXACT, Mode.REVERSE)\n"
+        "def slow(problem, opts):\n"
+        "    raise NotImplementedError\n"
+    )
+    monkeypatch.syspath_prepend(str(tmp_path))
+    registry = build_registry([EntryPoint("slow", "slow_strategy_module:slow", GROUP)])
+    found: list[object] = []
+
+    def ask() -> None:
+        try:
+            found.append(registry.get("slow").name)
+        except ConfigError as exc:
+            found.append(exc)
+
+    threads = [threading.Thread(target=ask) for _ in range(2)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(timeout=30)
+    assert found == ["slow", "slow"]

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import dataclasses
 import functools
+import threading
 from importlib.metadata import EntryPoint, entry_points
 from typing import TYPE_CHECKING, Any
 
@@ -57,6 +58,9 @@ class Registry:
         self.unloaded = dict(unloaded or {})  # strategy name -> (package, entry point)
         self.conflicts = dict(conflicts or {})  # name -> packages
         self.packages: dict[str, str] = {}  # strategy name -> package, once loaded
+        # one load at a time: a name taken out of ``unloaded`` is in neither dict until its
+        # module is imported, and another thread asking for it then was told it is unknown
+        self._loading = threading.RLock()
 
     @property
     def strategies(self) -> dict[str, StrategySpec]:
@@ -104,9 +108,12 @@ class Registry:
 
     def _load(self, name: str) -> None:
         """Import ``name``'s entry point, if not yet: a strategy, or why it failed."""
-        if name not in self.unloaded:
-            return
-        package, ep = self.unloaded.pop(name)
+        with self._loading:
+            if name in self.unloaded:
+                self._load_now(name, *self.unloaded[name])
+                del self.unloaded[name]
+
+    def _load_now(self, name: str, package: str, ep: EntryPoint) -> None:
         try:
             spec = ep.load()
         except Exception as exc:
