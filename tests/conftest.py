@@ -78,20 +78,22 @@ def mark_compiling(items: list[pytest.Item]) -> None:
             item.add_marker(pytest.mark.slow)
 
 
-# Tests that compile run apart: a session runs them only if they are all it runs and all come
-# from one file (``pytest -m compiles FILE``, as scripts/test.sh does for every such file);
-# anywhere else they are skipped with that command. Why: torch.compile leaves state behind in
-# the process that later tests trip over (on cold caches torch 2.13 left inference mode,
-# functorch levels or a dispatch guard entered, "Guard failed on the same frame it was
-# created"; 2 of 29 failed in one shared process, torch._dynamo.reset() did not cure it), as
-# PyTorch's own suite found and works around the same way (pytorch/pytorch#168925 moved its
-# compile tests into processes of their own: "They are leaking state and breaking other
-# tests"). One process per file, not per test: a process's first compile pays ~3-4 s of
-# inductor start-up that its later compiles reuse. Remove this when
-# ``JACBENCH_COMPILE_APART=0 pytest -n auto --dist loadfile`` (everything in shared
-# processes) passes three times in a row on cold caches (an empty TORCHINDUCTOR_CACHE_DIR).
+# Tests that compile run apart: a session runs them only if they are all it runs
+# (``pytest -m compiles FILE...``, as scripts/test.sh does: a file of many such tests in a
+# process of its own, the files of a few together); anywhere else they are skipped with that
+# command. Why: torch.compile leaves state behind in the process that later tests trip over
+# (on cold caches torch 2.13 left inference mode, functorch levels or a dispatch guard
+# entered, "Guard failed on the same frame it was created"; 2 of 29 failed in one shared
+# process, torch._dynamo.reset() did not cure it), as PyTorch's own suite found and works
+# around the same way (pytorch/pytorch#168925 moved its compile tests into processes of their
+# own: "They are leaking state and breaking other tests"). Not one process per test: a
+# process's first compile pays ~3-4 s of inductor start-up that its later compiles reuse.
+# The files scripts/test.sh groups passed together three times in a row on cold caches.
+# Remove this when ``JACBENCH_COMPILE_APART=0 pytest -n auto --dist loadfile`` (everything in
+# shared processes) passes three times in a row on cold caches (an empty
+# TORCHINDUCTOR_CACHE_DIR).
 APART = "JACBENCH_COMPILE_APART"
-IN_GROUP = pytest.StashKey[bool]()  # this session runs one file's compiling tests, nothing else
+IN_GROUP = pytest.StashKey[bool]()  # this session runs compiling tests, nothing else
 
 
 def keep_apart(config: pytest.Config, items: list[pytest.Item]) -> None:
@@ -102,7 +104,7 @@ def keep_apart(config: pytest.Config, items: list[pytest.Item]) -> None:
     }
     if not files or os.environ.get(APART) == "0":
         return
-    if len(files) == len(items) and len(set(files.values())) == 1:
+    if len(files) == len(items):
         config.stash[IN_GROUP] = True
         return
     for item, file in files.items():

@@ -135,9 +135,9 @@ def running_task(index: int, timeout: float = 120) -> str:
 @pytest.mark.slow
 def test_a_cancelled_task_is_reported_the_others_counted_and_a_rerun_redoes_only_it(cluster, cli):
     # job 0 measures for 5 s (after ~3 s of start-up) and is cancelled as soon as it runs
-    # (squeue is asked every 0.5 s), while jobs 1-2 run and finish after it died; its rerun
+    # (squeue is asked every 0.5 s), while job 1 runs and finishes after it died; its rerun
     # measures those 5 s again
-    grid = ["-m", "timing.min_run_time=5,0.05,0.06", *CPU, "timing.warmup=0", *NO_REPORT]
+    grid = ["-m", "timing.min_run_time=5,0.05", *CPU, "timing.warmup=0", *NO_REPORT]
     sweep = subprocess.Popen(
         [sys.executable, "-m", "jacbench", *grid],
         cwd=cli.folder,
@@ -151,17 +151,17 @@ def test_a_cancelled_task_is_reported_the_others_counted_and_a_rerun_redoes_only
     out, _ = sweep.communicate(timeout=240)  # the launcher does not hang on the dead task
     assert sweep.returncode == 1, out
     assert re.search(rf"jacbench: the launcher stopped \(\w+: Job {task} .*CANCELLED", out), out
-    assert "2/3 jobs recorded: 2 ok" in out and "1 without a record" in out
+    assert "1/2 jobs recorded: 1 ok" in out and "1 without a record" in out
     parents, children = mlflow_runs(cli.tracking_uri)
-    assert len(parents) == 1 and len(children) == 2
-    assert parents[0].data.metrics["n_ok"] == 2 and parents[0].data.metrics["n_missing"] == 1
+    assert len(parents) == 1 and len(children) == 1
+    assert parents[0].data.metrics["n_ok"] == 1 and parents[0].data.metrics["n_missing"] == 1
 
     again = cli(*grid, timeout=600)  # 55-95 s alone; 300 s ran out beside the browser tests
     assert again.returncode == 0, again.stderr
-    assert "3/3 jobs recorded: 3 ok" in again.stdout and "2 already done" in again.stdout
+    assert "2/2 jobs recorded: 2 ok" in again.stdout and "1 already done" in again.stdout
     # every task queued again, each asking on its node (docs/cluster.md); job 0 alone measured
-    assert sorted(submitted(cli.folder).values()) == [3, 3]
-    assert (cli.results()["status"] == "ok").sum() == 3
+    assert sorted(submitted(cli.folder).values()) == [2, 2]
+    assert (cli.results()["status"] == "ok").sum() == 2
 
 
 @pytest.mark.slow  # needs the local cluster up: seconds
