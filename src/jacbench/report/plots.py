@@ -198,7 +198,9 @@ def _enough_log_ticks(fig: Figure) -> None:
 def finish(fig: Figure) -> Figure:
     """Lay the figure out once and freeze it; fix its ticks; blank every tick label that
     would collide with one already kept or with any other text (decades and the ends of a
-    linear axis first)."""
+    linear axis first). Two layouts, not three: the ticks are fixed where the second put
+    them and the layout frozen, so its boxes are the saved figure's (a third draw cost 15-20%
+    of a report's CPU time)."""
     fig.draw_without_rendering()
     _enough_log_ticks(fig)
     fig.draw_without_rendering()
@@ -207,7 +209,6 @@ def finish(fig: Figure) -> Figure:
         for axis in (ax.xaxis, ax.yaxis):
             axis.set_major_locator(FixedLocator(axis.get_majorticklocs().tolist()))
             axis.set_minor_locator(FixedLocator(axis.get_minorticklocs().tolist()))
-    fig.draw_without_rendering()
     renderer = _renderer(fig)
     ticks = [entry for ax in fig.axes for entry in _tick_labels(ax)]
     tick_ids = {id(label) for *_, label in ticks}
@@ -260,8 +261,9 @@ def figure_legend(fig: Figure, handles: list, ncols: int = 3) -> None:
             fontsize=SMALL,
             frameon=False,
         )
-        fig.draw_without_rendering()
-        width = legend.get_window_extent().width / fig.dpi
+        # its width alone, without laying the whole figure out (a draw each try: 3.8 of a
+        # realistic report's 19 CPU-s went to these)
+        width = legend.get_window_extent(_renderer(fig)).width / fig.dpi
         if width <= fig.get_figwidth() or columns == 1:
             break
         legend.remove()
