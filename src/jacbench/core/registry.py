@@ -65,15 +65,18 @@ class Registry:
     @property
     def strategies(self) -> dict[str, StrategySpec]:
         """Every usable strategy (each loaded now)."""
-        for name in list(self.unloaded):
-            self._load(name)
+        self._load_all()
         return self.loaded
 
     @property
     def broken(self) -> dict[str, str]:
         """Each strategy that failed to load, and why (each loaded now)."""
-        self.strategies  # noqa: B018 (loads them)
+        self._load_all()
         return self.failed
+
+    def _load_all(self) -> None:
+        for name in list(self.unloaded):
+            self._load(name)
 
     def names(self) -> list[str]:
         """Every name a user may pick, usable or not (so errors can explain themselves)."""
