@@ -136,18 +136,15 @@ class Registry:
 
 
 def build_registry(eps: list[EntryPoint]) -> Registry:
-    registry = Registry()
     by_name: dict[str, dict[str, EntryPoint]] = {}
-    for ep, package in zip(
-        eps, _packages(eps), strict=True
-    ):  # a distribution seen twice on sys.path:
-        by_name.setdefault(ep.name, {}).setdefault(package, ep)  # keep one
-    for name, claims in sorted(by_name.items()):
-        if len(claims) > 1:
-            registry.conflicts[name] = sorted(claims)
-        else:
-            registry.unloaded[name] = next(iter(claims.items()))
-    return registry
+    # a distribution seen twice on sys.path: keep one
+    for ep, package in zip(eps, _packages(eps), strict=True):
+        by_name.setdefault(ep.name, {}).setdefault(package, ep)
+    claimed = sorted(by_name.items())
+    return Registry(
+        unloaded={name: next(iter(c.items())) for name, c in claimed if len(c) == 1},
+        conflicts={name: sorted(c) for name, c in claimed if len(c) > 1},
+    )
 
 
 @functools.cache

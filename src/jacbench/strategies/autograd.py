@@ -261,7 +261,12 @@ class CopiesOrPlain:
         if self.use is not None:
             return self.copied(x) if self.use else self.plain(x)
         if not self.held:
-            return self._first(x)
+            out = self._checked_copies(x)
+            if out is None:  # for good
+                self.use = False
+                return self.plain(x)
+            self.held = True
+            return out
         way, times = (
             (self.plain, self.plain_s)
             if len(self.plain_s) <= len(self.copies_s)
@@ -273,24 +278,18 @@ class CopiesOrPlain:
         self.use = copies_chosen(self.copies_s, self.plain_s)
         return out
 
-    def _first(self, x: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
-        """The copies' answer where they hold here, else the plain passes' (for good)."""
+    def _checked_copies(self, x: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor] | None:
+        """The copies' answer where they hold here, else None."""
         X, Y = forward_with_grad(self.problem, x)
         if not Y.requires_grad:  # f does not depend on x: the plain way gives its zeros
-            self.use = False
-            return self.plain(x)
+            return None
         plain_product = _plain_product(X, Y)
         try:
             out = self.copied(x)
         except Exception as exc:  # e.g. vmap: .item(), data-dependent control flow
             raise_if_interrupt(exc)
-            self.use = False
-            return self.plain(x)
-        if not _agrees(out[1], *plain_product):
-            self.use = False
-            return self.plain(x)
-        self.held = True
-        return out
+            return None
+        return out if _agrees(out[1], *plain_product) else None
 
 
 def _columns(
