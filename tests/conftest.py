@@ -11,6 +11,7 @@ import torch
 
 from helpers.cli import LAUNCH_FAST, Cli
 from helpers.contract import compiles, frames_compiled
+from helpers.order import heaviest_files_first
 
 # auto's remembered decisions off (tests/test_decisions.py turns them on in a tmp folder):
 # a decision remembered by one test would skip the calibration another test observes.
@@ -57,10 +58,12 @@ def pytest_configure(config: pytest.Config) -> None:
 
 @pytest.hookimpl(wrapper=True)
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]):
-    """Before -m selects: mark what compiles. After: keep it apart from the other tests."""
+    """Before -m selects: mark what compiles. After: keep it apart from the other tests, and
+    the heaviest files first."""
     mark_compiling(items)
     yield
     keep_apart(config, items)
+    heaviest_files_first(items)
 
 
 def mark_compiling(items: list[pytest.Item]) -> None:
