@@ -9,11 +9,11 @@ import json
 import re
 from pathlib import Path
 
-import matplotlib.image as mpimg
 import pandas as pd
 import pytest
 from matplotlib.backends.backend_agg import FigureCanvasAgg
 from matplotlib.text import Text
+from PIL import Image
 
 from helpers.results import make_result
 from jacbench.report import heatmaps, plots
@@ -146,6 +146,19 @@ def drawn(fig) -> list[Text]:
     return seen
 
 
+@pytest.fixture(scope="module")
+def texts(report) -> dict[str, list[Text]]:
+    """Each figure's drawn texts, the figure drawn once for the tests that measure them."""
+    _, figures, _ = report
+    return {name: drawn(fig) for name, fig in figures.items()}
+
+
+def png_width(path: Path) -> int:
+    """A PNG's width in pixels, from its header (nothing decoded)."""
+    with Image.open(path) as image:
+        return image.width
+
+
 def shown_widths(out: Path) -> dict[str, int]:
     """The CSS width report.html gives each figure, by name (from its alt text)."""
     page = (out / "report.html").read_text()
@@ -155,12 +168,11 @@ def shown_widths(out: Path) -> dict[str, int]:
     return {by_caption[caption.replace("&#x27;", "'")]: int(w) for caption, w in widths}
 
 
-def smallest_shown_pt(out: Path, name: str, fig) -> float:
+def smallest_shown_pt(out: Path, name: str, texts: list[Text]) -> float:
     """The smallest label's size (pt) as report.html shows it: its pixels in the PNG,
     scaled to the width the page gives the image, at 96 CSS px per inch."""
-    png_width = mpimg.imread(out / f"{name}.png").shape[1]
-    scale = shown_widths(out)[name] / png_width  # CSS px per PNG px
-    return min(t.get_fontsize() * plots.DPI / 72 * scale * 72 / 96 for t in drawn(fig))
+    scale = shown_widths(out)[name] / png_width(out / f"{name}.png")  # CSS px per PNG px
+    return min(t.get_fontsize() * plots.DPI / 72 * scale * 72 / 96 for t in texts)
 
 
 def test_the_realistic_rows_give_every_figure_but_a_dense_spy_plot(report):
@@ -176,26 +188,24 @@ def test_figures_are_200_dpi_png_with_an_svg_and_a_set_display_width(report):
     assert set(widths) == set(figures)
     markdown = (out / "report.md").read_text()
     for name, fig in figures.items():
-        png = mpimg.imread(out / f"{name}.png")
-        assert png.shape[1] == round(fig.get_figwidth() * 200), name
+        assert png_width(out / f"{name}.png") == round(fig.get_figwidth() * 200), name
         assert (out / f"{name}.svg").read_text().lstrip().startswith("<?xml")
         assert widths[name] == plots.display_width(fig) <= PAGE_PX
         assert f"]({name}.png)" in markdown and "<img" not in markdown  # MLflow shows tags
     assert "figure{margin:1em 0}" in (out / "report.html").read_text()  # the full page width
 
 
-def test_every_label_is_at_least_9_pt_where_the_report_shows_it(report):
+def test_every_label_is_at_least_9_pt_where_the_report_shows_it(report, texts):
     out, figures, _ = report
-    sizes = {name: smallest_shown_pt(out, name, fig) for name, fig in figures.items()}
+    sizes = {name: smallest_shown_pt(out, name, texts[name]) for name in figures}
     assert all(size >= MIN_PT - 0.01 for size in sizes.values()), sizes
 
 
-def test_no_two_texts_of_a_figure_overlap(report):
+def test_no_two_texts_of_a_figure_overlap(report, texts):
     _, figures, _ = report
     for name, fig in figures.items():
-        texts = drawn(fig)
         renderer = fig.canvas.get_renderer()
-        boxes = [(t.get_text(), Text.get_window_extent(t, renderer)) for t in texts]
+        boxes = [(t.get_text(), Text.get_window_extent(t, renderer)) for t in texts[name]]
         overlaps = [
             (a, b)
             for i, (a, box) in enumerate(boxes)
@@ -324,12 +334,11 @@ def two_dtype_differences() -> pd.DataFrame:
     return normalise(pd.DataFrame([r.__dict__ for r in rows]))[0]
 
 
-def test_no_legend_is_cut_at_the_figures_edges(report):
-    _, figures, _ = report
+def test_no_legend_is_cut_at_the_figures_edges(report, texts):
+    _, figures, _ = report  # drawn (texts)
     small = plots.accuracy_per_strategy(two_dtype_differences())
+    FigureCanvasAgg(small).draw()
     for name, fig in [*figures.items(), ("two dtypes", small)]:
-        FigureCanvasAgg(fig) if not hasattr(fig.canvas, "get_renderer") else None
-        fig.canvas.draw()
         page = fig.bbox
         for legend in [*fig.legends, *(ax.get_legend() for ax in fig.axes)]:
             if legend is None:
