@@ -181,6 +181,7 @@ def describe(uri: str, start: Any, answers: Any) -> None:
         answers.put(f"{type(exc).__name__}: {exc}")
 
 
+@pytest.mark.slow  # ~6.5 s: three rounds of six processes starting together
 def test_sweeps_starting_together_all_describe_the_experiment(tmp_path):
     """Each sweep sets the experiment's tags (description, runs view) as it starts; sweeps
     starting together insert the same new tags at once, and sqlite refused all but the first

@@ -30,6 +30,7 @@ def network():
     return net.double()
 
 
+@pytest.mark.slow  # ~6 s: 30 rounds of preparations beside a calling thread
 def test_preparing_while_another_thread_calls_forward_mode_gives_right_answers():
     net = network()
     points = [torch.randn(4, dtype=torch.float64) for _ in range(20)]

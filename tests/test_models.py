@@ -101,9 +101,12 @@ EXACT = sorted(
 
 
 # The transformer's 2224 parameters: no compile or calibration, and no one-by-one forward
-# passes (forward_ad_loop): those run on seed004_small's 15 parameters.
+# passes (forward_ad_loop): those run on seed004_small's 15 parameters. double_backward's
+# second pass one column at a time (~6 s here) is slow.
 PARAMETER_CASES = [("seed004_small", n) for n in EXACT] + [
-    ("transformer", n) for n in EXACT if not compiles_or_calibrates(n) and n != "forward_ad_loop"
+    pytest.param("transformer", n, marks=[pytest.mark.slow] if n == "double_backward" else [])
+    for n in EXACT
+    if not compiles_or_calibrates(n) and n != "forward_ad_loop"
 ]
 
 

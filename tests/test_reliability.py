@@ -278,6 +278,7 @@ def test_killing_the_first_mlflow_db_creation_leaves_no_db_or_a_complete_one(tmp
 HOSTILE = "<img src=x onerror=alert(1)>"
 
 
+@pytest.mark.slow  # ~7 s: a sweep with its report and a failing run, both tracked
 def test_user_text_is_escaped_where_markdown_is_rendered(launch, tmp_path):
     """Issue 32: report.md kept `<script>` and `<img onerror>` from model names and error
     messages raw, and a live `<img src="x">` survived in MLflow's parent description and a
