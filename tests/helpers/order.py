@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-SLOW_S, OTHER_S = 10.0, 0.3  # what a slow test and any other take, roughly (the mark: > 10 s)
+SLOW_S, OTHER_S = 10.0, 0.3  # what a slow test (marked: over ~4 s, most 5-40) and any other take
 
 
 def expected_seconds(items: list[pytest.Item]) -> dict[Path, float]:
