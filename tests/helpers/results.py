@@ -20,6 +20,7 @@ def make_result(**changes) -> Result:
     base.update(
         model="mlp",
         strategy="jacrev",
+        variant="",
         strategy_kind="exact",
         strategy_mode="reverse",
         chosen_strategy="",

@@ -27,7 +27,7 @@ def answer(rows: pd.DataFrame) -> str:
     with_round = rounds_differ(rows)
     lines = [
         [
-            r["strategy"],
+            r["label"],
             r["dtype"],
             "yes" if r["within_tol"] else "NO (wrong)",
             f"{r['rel_err']:.1e}",
@@ -51,9 +51,9 @@ def answer(rows: pd.DataFrame) -> str:
             f"naive_single_grad returned rows {wrong[0].tolist()} (each = the sum of "
             "the true rows)."
         )
-    fastest = correct.iloc[0]["strategy"] if not correct.empty else "?"
+    fastest = correct.iloc[0]["label"] if not correct.empty else "?"
     if len(correct) > 1 and (why := unsettled(correct.iloc[0], correct.iloc[1])):
-        fastest += f" (not settled against {correct.iloc[1]['strategy']}: {why})"
+        fastest += f" (not settled against {correct.iloc[1]['label']}: {why})"
     text.append(
         "Answer: grad(outputs, inputs) adds up the contributions of all outputs to each input "
         "(it computes the vector-Jacobian product with a vector of ones), so asking once for "

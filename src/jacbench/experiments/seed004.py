@@ -10,6 +10,7 @@ from jacbench.experiments import ranked, table
 from jacbench.report.analysis import disagreement
 from jacbench.report.display import (
     ROUND_COLUMN,
+    UNSETTLED_RATIO,
     legend_if_unsettled,
     ratio_phrase,
     ratio_text,
@@ -34,7 +35,7 @@ def answer(rows: pd.DataFrame) -> str:
         with_round = rounds_differ(group)
         lines = [
             [
-                r["strategy"],
+                r["label"],
                 r["strategy_kind"],
                 r["strategy_mode"],
                 time_text(r),
@@ -65,8 +66,11 @@ def answer(rows: pd.DataFrame) -> str:
         ]
         functional = group[group["strategy"] == "functional"]
         if not functional.empty:
-            ratio = ratio_phrase(functional.iloc[0], t0, BASELINE)
-            text.append(f"functional takes {ratio} (the thread: 7-8x)")
+            ratio = ratio_text(functional.iloc[0], t0)
+            if ratio == UNSETTLED_RATIO:
+                text.append(f"functional against {BASELINE}: not settled (the thread: 7-8x)")
+            else:
+                text.append(f"functional takes {ratio} x {BASELINE} (the thread: 7-8x)")
         if not exact.empty:
             best = exact.iloc[0]
             mode = f"{best['strategy_mode']} mode"
@@ -74,7 +78,7 @@ def answer(rows: pd.DataFrame) -> str:
                 mode = f"auto chose {best['chosen_strategy']}"
             fastest = exact.groupby("strategy_mode").head(1).set_index("strategy_mode")
             line = (
-                f"fastest exact: {best['strategy']} ({mode}), "
+                f"fastest exact: {best['label']} ({mode}), "
                 f"{ratio_phrase(best, t0, 'the forward-difference loop')}"
             )
             if {"forward", "reverse"} <= set(fastest.index):
@@ -87,10 +91,10 @@ def answer(rows: pd.DataFrame) -> str:
             if len(exact) > 1:
                 runner = exact.iloc[1]
                 if why := disagreement(best, runner) or unsettled(best, runner):
-                    line += f"; not settled against {runner['strategy']}: {why}"
-                    mode += f", not settled against {runner['strategy']}"
+                    line += f"; not settled against {runner['label']}: {why}"
+                    mode += f", not settled against {runner['label']}"
             text.append(line)
-            winners.append(f"{model} (M/N = {m / n:.1f}): {best['strategy']} ({mode})")
+            winners.append(f"{model} (M/N = {m / n:.1f}): {best['label']} ({mode})")
         text.append("")
     if not text:
         return f"seed004: no rows with the {BASELINE} baseline recorded."

@@ -59,9 +59,10 @@ def answer(rows: pd.DataFrame) -> str:
     if axes is None or not cells:  # no axes: no cells either
         return "map: no cells with two numeric axes were recorded."
     names = sorted({c.winner for c in cells if c.winner} | {t for c in cells for t in c.tied})
+    n_families = len({c.family for c in cells})
     lines = [
         f"map: the fastest Jacobian strategy per cell of {grid.axis_name(axes[0])} x "
-        f"{grid.axis_name(axes[1])}, {len({c.family for c in cells})} families",
+        f"{grid.axis_name(axes[1])}, {n_families} {'family' if n_families == 1 else 'families'}",
         *_winners(cells),
         "codes: " + ", ".join(f"{short(n)} = {n}" for n in names),
         *(f"- {line}" for line in [*failures, *grid.summarise(axes, cells).lines()]),

@@ -297,7 +297,8 @@ def run_name(result: Result) -> str:
     device = "" if result.device == "cpu" else f" {result.device}"
     dtype = SHORT_DTYPES.get(result.dtype, result.dtype)
     retimed = " side by side" if result.round == Round.SIDE_BY_SIDE else ""
-    return capped(f"{result.strategy}{retimed} {dtype} {result.model}{device}")
+    name = result.variant or result.strategy
+    return capped(f"{name}{retimed} {dtype} {result.model}{device}")
 
 
 MAX_NAME_LEN = 500  # MLflow refuses longer run and dataset names (and then logs no run)

@@ -41,6 +41,9 @@ class Result:
     # what was measured
     model: str
     strategy: str
+    # the strategy with what its options change from their defaults (``auto (eager)``,
+    # ``fd_central eps=1e-4``): the name every surface shows (jacbench.record.variant)
+    variant: str = ""
     dtype: str
     device: str
     strategy_kind: str = ""  # exact, approximate or negative_control

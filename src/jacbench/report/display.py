@@ -11,6 +11,7 @@ from rich.console import Console
 from rich.table import Table
 
 from jacbench.core.enums import Status
+from jacbench.record import variant
 from jacbench.record.result import Result
 from jacbench.timing.noise import is_noisy
 from jacbench.timing.rule import (
@@ -205,7 +206,7 @@ def _problem(result: Result) -> str:
 def _strategy(result: Result) -> str:
     how = ", ".join(str(v) for v in (result.strategy_kind, result.strategy_mode) if v)
     return (
-        result.strategy
+        (result.variant or result.strategy)
         + (f" ({how})" if how else "")
         + (f": chose {result.chosen_strategy}" if result.chosen_strategy else "")
         + (f" ({result.decided_by})" if result.decided_by else "")
@@ -264,7 +265,9 @@ def result_table(result: Result, with_reason: bool = True) -> Table:
     """One job, one field per line: what was measured and how far it can be trusted. Only
     what is known is shown; ``with_reason=False`` leaves the failure reason to the caller's
     own line, so it is printed once."""
-    table = Table(title=f"jacbench: {result.strategy} on {result.model}", show_header=False)
+    table = Table(
+        title=f"jacbench: {result.variant or result.strategy} on {result.model}", show_header=False
+    )
     table.add_column("field", style="bold")
     table.add_column("value")
     style = STATUS_STYLE.get(result.status, "")
@@ -321,7 +324,7 @@ def summary_table(rows: pd.DataFrame, missing_jobs: list[int]) -> Table:
         note = "already done (resumed)" if bool(row.get("resumed")) else str(row["error_message"])
         table.add_row(
             str(row["job_num"]),
-            str(row["strategy"]),
+            variant.of_row(row),
             str(row["model"]),
             str(row["dtype"]),
             str(row["device"]),

@@ -42,6 +42,7 @@ from jacbench.core.problem import Problem
 from jacbench.core.registry import Registry
 from jacbench.core.strategy import Mode
 from jacbench.core.version import VERSION
+from jacbench.record import variant
 from jacbench.record.result import Result, Status
 from jacbench.run.config import job_labels
 from jacbench.run.identity import config_hash
@@ -193,6 +194,7 @@ def provenance(job: JobSpec) -> dict[str, Any]:
         "strategy_kind": job.strategy.kind.value,
         "strategy_mode": job.strategy.mode.value,
         "strategy_options": json.dumps(dataclasses.asdict(job.options), sort_keys=True),
+        "variant": variant.of_options(job.strategy.name, job.options),
         "model_options": json.dumps(job.model, sort_keys=True, default=str),
         "config_hash": job.config_hash,
         "git_commit": git_commit(),
