@@ -143,12 +143,17 @@ def test_a_loss_where_auto_ran_the_winner_itself_says_so_and_keeps_its_number():
 
 
 def test_a_cell_where_auto_waited_for_its_core_is_left_out_of_the_regret_and_said():
-    """auto 1.5x slower at (64, 64), but its process got half a core while timed: that time
-    is the machine's, not auto's, so it is neither a loss nor in the median; the summary
-    counts it apart."""
+    """auto 1.5x slower at (64, 64), but its process got half a core while timed, and its row
+    has no CPU time (an earlier jacbench): that wall time is the machine's, not auto's, so it
+    is neither a loss nor in the median; the summary counts it apart. With its CPU time
+    (issue 57), the CPU time decides: 1.5x there too, a loss."""
     rows = map_rows(models=("map_dense",))
     waited = (rows["strategy"] == "auto") & (rows["n_in"] == 64) & (rows["n_out"] == 64)
     rows.loc[waited, "cpu_wall_ratio"] = 0.5
+    by_cpu = grid.summarise(*grid.cells(rows))
+    assert by_cpu.contended == [] and [(c.x, c.y) for c in by_cpu.losses] == [(64, 64)]
+    for basis in ("cpu", "thread_cpu"):
+        rows.loc[waited, f"{basis}_median_s"] = float("nan")
     summary = grid.summarise(*grid.cells(rows))
     (left_out,) = summary.contended
     assert (left_out.x, left_out.y) == (64, 64) and not left_out.auto_loses

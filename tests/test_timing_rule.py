@@ -152,24 +152,32 @@ def test_a_plain_sweep_names_a_winner_2x_apart_despite_a_large_iqr():
     assert recommend(title, group).sentence().startswith(f"{title}: use **jacrev**")
 
 
-def test_a_runner_up_that_waited_for_its_core_leaves_the_winner_unsettled():
-    """Contention only adds time: a contended runner-up may have lost to the machine, a
-    contended winner won all the same."""
+def test_a_runner_up_that_waited_for_its_core_is_ordered_by_cpu_time_with_wall_beside():
+    """Issue 57: contention only adds time, so a contended runner-up's wall time may have
+    lost to the machine; its CPU time stays its code's own, so the CPU intervals decide,
+    and the verdict says so. Without CPU intervals (an older row) the order is unsettled."""
 
-    def sentence(best_share: float, runner_share: float, device: str = "cpu") -> str:
+    def sentence(best_share: float, runner_share: float, device: str = "cpu", **runner) -> str:
         rows = frame(
             timed_row("jacrev", 1.0, 0.05, cpu_wall_ratio=best_share, device=device),
-            timed_row("jacfwd", 2.0, 0.05, cpu_wall_ratio=runner_share, device=device),
+            timed_row("jacfwd", 2.0, 0.05, cpu_wall_ratio=runner_share, device=device, **runner),
         )
         ((title, group),) = problems(rows)
         return recommend(title, group).sentence()
 
-    assert "use **jacrev**" in sentence(1.0, 1.0)
+    assert "use **jacrev**" in sentence(1.0, 1.0) and "CPU" not in sentence(1.0, 1.0)
     assert "use **jacrev**" in sentence(0.6, 1.0)
-    waited = sentence(1.0, 0.6)
-    assert "no settled winner between jacrev and jacfwd" in waited and "use **" not in waited
-    assert "jacfwd waited for its core while timed (CPU/wall per thread 0.60" in waited
-    assert "jacrev is faster" in waited  # the rule's verdict is still shown, with both times
+    busy = sentence(1.0, 0.6)
+    assert "use **jacrev** (" in busy and " CPU, " in busy and " wall)" in busy
+    assert "x slower by CPU time: the machine was busy" in busy
+    tied = sentence(1.0, 0.6, cpu_ms=1.0)  # the runner-up's CPU time: the winner's own
+    assert "no settled winner between jacrev and jacfwd" in tied and "use **" not in tied
+    assert "by CPU time: the machine was busy; wall time " in tied
+    no_cpu = {f"{basis}_{k}": None for basis in ("cpu", "thread_cpu") for k in ("median_s",)}
+    older = sentence(1.0, 0.6, **no_cpu)
+    assert "no settled winner between jacrev and jacfwd" in older and "use **" not in older
+    assert "jacfwd waited for its core while timed (CPU/wall per thread 0.60" in older
+    assert "jacrev is faster" in older  # the rule's verdict is still shown, with both times
     assert contention({"cpu_wall_ratio": 1.2, "threads": 2, "device": "cpu"}) == 0.6
     assert contention({"cpu_wall_ratio": 0.6, "threads": 1, "device": "cuda:0"}) is None
     assert "use **jacrev**" in sentence(1.0, 0.6, device="cuda:0")  # it waits for the GPU
@@ -268,7 +276,8 @@ def test_an_approximate_pick_over_a_contended_exact_one_is_not_settled():
     common = {"within_tol": True}
     rows = frame(
         timed_row("fd_forward", 1.0, 0.02, strategy_kind="approximate", **common),
-        timed_row("jacrev", 9.13, 0.1, cpu_wall_ratio=0.4, **common),
+        # busy: its wall time 9.13x, but its CPU time the approximate one's own
+        timed_row("jacrev", 9.13, 0.1, cpu_wall_ratio=0.4, cpu_ms=1.0, **common),
     )
     ((title, group),) = problems(rows)
     rec = recommend(title, group)
@@ -276,7 +285,7 @@ def test_an_approximate_pick_over_a_contended_exact_one_is_not_settled():
     assert rec.alternative.faster is None  # no ratio quoted from an unsettled pair
     text = rec.sentence()
     assert "settled" not in text.replace("not settled", "")
-    assert "jacrev waited for its core while timed (CPU/wall per thread 0.40" in text
+    assert "tied, the intervals overlap" in text and "by CPU time: the machine was busy" in text
 
 
 def test_a_figure_stars_only_a_settled_winner(tmp_path, monkeypatch):

@@ -80,6 +80,7 @@ def make_result(**changes) -> Result:
         interval = {"median_s": median, "ci_low_s": median * 0.98, "ci_high_s": median * 1.02}
         base.update({f"time_{k}": v for k, v in interval.items() if k != "median_s"})
         base.update({f"cpu_{k}": v for k, v in interval.items()})
+        base.update({f"thread_cpu_{k}": v for k, v in interval.items()})
         settled = {"n_blocks": 10, "cpu_wall_ratio": 1.0, "load_avg_1m": 0.5}
         base.update({k: v for k, v in settled.items() if k not in changes})
     return Result(**base)
@@ -100,7 +101,7 @@ def timed_row(name: str, median_ms: float, spread_ms: float, n: int = 10, **chan
         "config_hash": name,
         "job_id": f"{abs(hash(name)) % 10**16:016d}",
     }
-    for basis, times in (("time", blocks), ("cpu", cpu_blocks)):
+    for basis, times in (("time", blocks), ("cpu", cpu_blocks), ("thread_cpu", cpu_blocks)):
         low, high = median_interval(times)
         values.update(
             {

@@ -78,6 +78,12 @@ class Result:
     cpu_median_s: float | None = None
     cpu_ci_low_s: float | None = None
     cpu_ci_high_s: float | None = None
+    # the timed thread's own CPU time per call, per block and as median and interval: what
+    # the rule compares where the machine was busy (null in rows of an earlier jacbench)
+    thread_cpu_blocks_s: list[float] | None = None
+    thread_cpu_median_s: float | None = None
+    thread_cpu_ci_low_s: float | None = None
+    thread_cpu_ci_high_s: float | None = None
     # the machine's load while timing: CPU / wall of the timed blocks (well below the threads
     # used = the job waited for a core) and the 1-minute load average
     cpu_wall_ratio: float | None = None

@@ -19,7 +19,15 @@ from jacbench.report.display import (
     verdict_text,
 )
 from jacbench.report.problems import DEFAULT_STRATEGY, Moments, latest_ok, moments, standing
-from jacbench.timing.rule import Order, settled_ratio, unsettled, verdict
+from jacbench.timing.rule import (
+    BUSY,
+    Basis,
+    Order,
+    interval_of,
+    settled_ratio,
+    unsettled,
+    verdict,
+)
 
 
 def default_row(rows: pd.DataFrame) -> pd.Series | None:
@@ -102,6 +110,9 @@ RULE = (
 )
 
 
+UNTIMED_CHOICE = "none by speed (accuracy only: nothing was timed)"
+
+
 @dataclass(frozen=True)
 class Alternative:
     """The fastest strategy of the other kind (exact vs approximate), shown beside the pick."""
@@ -133,6 +144,9 @@ class Recommendation:
     alternative: Alternative | None = None
     why: str = ""  # why the pick is exact although an approximate one is faster, or not
     untimed: str = ""  # an accuracy question (timing=none): what was found instead of a pick
+    # where best and runner-up were ordered by CPU time (the machine was busy): best's CPU
+    # time per call, shown beside its wall time
+    best_cpu_time: float | None = None
 
     def sentence(self) -> str:
         if self.untimed:
@@ -147,11 +161,16 @@ class Recommendation:
                 f"{self.unsettled} (re-run with a longer timing.min_run_time on a quiet "
                 "machine)." + self.alternative_sentence()
             )
-        text = f"{self.problem}: use **{self.best}** ({seconds_text(self.best_time)})"
+        times = seconds_text(self.best_time)
+        if self.best_cpu_time is not None:
+            times = f"{seconds_text(self.best_cpu_time)} CPU, {times} wall"
+        text = f"{self.problem}: use **{self.best}** ({times})"
         if self.best_kind == Kind.APPROXIMATE:
             text += f", approximate (err_eps {_eps_text(self.best_err_eps)})"
         if self.runner_up and self.runner_up_slower is not None:  # both or neither
-            text += f"; runner-up {self.runner_up} ({factor_text(self.runner_up_slower)}x slower)"
+            by = f" {BUSY}" if self.best_cpu_time is not None else ""
+            slower = factor_text(self.runner_up_slower)
+            text += f"; runner-up {self.runner_up} ({slower}x slower{by})"
         if self.speedup_vs_default:
             text += f"; {factor_text(self.speedup_vs_default)}x faster than {DEFAULT_STRATEGY}"
         elif self.versus_default:
@@ -175,6 +194,8 @@ class Recommendation:
 
     def choice(self, with_alternative: bool = True) -> str:
         """The recommendation in a few words, honest about unsettled or missing answers."""
+        if self.untimed:  # an accuracy question: no pick by speed, whatever was within tol
+            return UNTIMED_CHOICE
         if self.best is None:
             return "none finished" if self.none_finished else "none within tolerance"
         if self.unsettled:
@@ -201,10 +222,12 @@ def _exact_or_approximate(
     if exact.empty or approx.empty:
         return candidates, None, ""
     e, a = timed.pair(exact.iloc[0]["label"], approx.iloc[0]["label"])
+    found = verdict(a, e)
     faster = float(e["time_median_s"] / a["time_median_s"])
+    if found.decided and found.ratio:  # on the basis the rule compared (CPU time when busy)
+        faster = 1 / found.ratio
     if faster <= 1:
         return exact, None, ""
-    found = verdict(a, e)
     if faster > CLEARLY_FASTER and found.decided:
         why = f"the approximate one is more than {CLEARLY_FASTER}x faster, settled by the rule"
         return approx, Alternative(str(e["label"]), Kind.EXACT, *_time_err(e), faster), why
@@ -260,12 +283,20 @@ def recommend(problem: str, rows: pd.DataFrame) -> Recommendation:
     speedup = None
     if base is not None and base["label"] != best["label"]:
         speedup = settled_ratio(*moments(rows, latest_ok).pair(base["label"], best["label"]))
+    slower, best_cpu = None, None
+    if runner is not None:
+        found = verdict(runner, best)
+        slower = found.ratio if found.decided else None
+        slower = slower or float(runner["time_median_s"] / best["time_median_s"])
+        cpu = interval_of(best, basis=found.basis)
+        if found.decided and found.basis != Basis.WALL and cpu is not None:
+            best_cpu = cpu.median
     return Recommendation(
         problem,
         str(best["label"]),
         float(best["time_median_s"]),
         None if runner is None else str(runner["label"]),
-        None if runner is None else float(runner["time_median_s"] / best["time_median_s"]),
+        slower,
         speedup if speedup is not None and speedup > 1 else None,
         "" if runner is None else disagreement(best, runner) or unsettled(best, runner),
         versus_default=_versus_default(best, base, speedup),
@@ -273,6 +304,7 @@ def recommend(problem: str, rows: pd.DataFrame) -> Recommendation:
         best_err_eps=_time_err(best)[1],
         alternative=alternative,
         why=why,
+        best_cpu_time=best_cpu,
     )
 
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import math
 from collections.abc import Callable
 from dataclasses import dataclass
 
@@ -10,9 +11,10 @@ import pandas as pd
 import pyarrow as pa
 
 from jacbench.core.enums import Kind, Status
-from jacbench.record.parquet import SCHEMA
 from jacbench.record import variant
+from jacbench.record.parquet import SCHEMA
 from jacbench.record.result import Round
+from jacbench.timing.rule import busy, ranking_seconds
 
 PROBLEM_KEYS = ["model", "model_options", "wrt", "n_in", "n_out", "batch", "dtype", "device"]
 DEFAULT_STRATEGY = "functional"  # PyTorch's default: torch.autograd.functional.jacobian
@@ -48,8 +50,6 @@ def normalise(rows: pd.DataFrame) -> tuple[pd.DataFrame, list[str]]:
     return rows, missing
 
 
-def _numpy_backed(rows: pd.DataFrame) -> pd.DataFrame:
-    """A copy whose Arrow-backed columns (as parquet reads them) are NumPy-backed: every
 def labels(rows: pd.DataFrame) -> list[str]:
     """Each row's variant label (``jacbench.record.variant``): the recorded one, or for a row
     of an earlier jacbench (none recorded) its strategy with the options that differ among
@@ -79,6 +79,8 @@ def _options(text: object) -> dict:
     return values if isinstance(values, dict) else {}
 
 
+def _numpy_backed(rows: pd.DataFrame) -> pd.DataFrame:
+    """A copy whose Arrow-backed columns (as parquet reads them) are NumPy-backed: every
     verdict selects and takes rows per problem and variant, and a take costs per column far
     more on Arrow arrays (the map's 1950 rows: its cells 8.7 s Arrow-backed, 3.4 s not)."""
     columns = {}
@@ -180,8 +182,9 @@ class Moments:
 
     def ranked(self) -> pd.DataFrame:
         """The first round's rows fastest first (untimed last), each pair's two places
-        filled in the pair's order with its rows."""
-        ordered = self.first.sort_values("time_median_s", na_position="last", kind="stable")
+        filled in the pair's order with its rows. Where a row was timed while its process
+        waited for its core, by CPU time (``rule.ranking_seconds``), as the rule compares."""
+        ordered = _fastest_first(self.first)
         if not self.pairs:
             return ordered
         pool = pd.concat([ordered, *self.pairs], ignore_index=True)
@@ -190,7 +193,7 @@ class Moments:
         for two in self.pairs:
             if set(two["label"]) <= set(labels):
                 slots = sorted(labels.index(label) for label in two["label"])
-                faster = two["time_median_s"].to_numpy().argsort(kind="stable")
+                faster = _fastest_first(two.reset_index(drop=True)).index.to_numpy()
                 for slot, k in zip(slots, faster, strict=True):
                     labels[slot], at[slot] = two["label"].iloc[k], start + int(k)
             start += len(two)
@@ -207,6 +210,18 @@ class Moments:
     def _own(self, label: str) -> pd.Series:
         found = self.first[self.first["label"] == label]
         return found.iloc[0] if len(found) else _row(self.newest, label)
+
+
+def _fastest_first(rows: pd.DataFrame) -> pd.DataFrame:
+    """``rows`` by ``rule.ranking_seconds``: wall time, or CPU time where any was timed
+    while its process waited for its core."""
+    if rows.empty:
+        return rows
+    records = rows.to_dict("records")
+    loaded = busy(*records)
+    seconds = [ranking_seconds(r, loaded) for r in records]
+    key = pd.Series([math.nan if s is None else s for s in seconds], index=rows.index)
+    return rows.loc[key.sort_values(na_position="last", kind="stable").index]
 
 
 def moments(rows: pd.DataFrame, pick: Callable[[pd.DataFrame], pd.DataFrame] = good) -> Moments:

@@ -91,6 +91,12 @@ class Timing:
     cpu_median_s: float  # CPU time per call: what compare reads, as load hardly moves it
     cpu_ci_low_s: float
     cpu_ci_high_s: float
+    # the timed thread's own CPU time per call in the same blocks: what the rule compares
+    # where the machine was busy (the process's other threads left out)
+    thread_cpu_blocks_s: list[float]
+    thread_cpu_median_s: float
+    thread_cpu_ci_low_s: float
+    thread_cpu_ci_high_s: float
     cpu_wall_ratio: float  # CPU / wall over the timed blocks: well below threads = contention
     load_avg_1m: float  # the machine's 1-minute load average at the end of timing
 
@@ -104,19 +110,20 @@ def spread_warning(measurement: benchmark.Measurement) -> str:
 
 class _WallAndCpu:
     """The timer handed to torch.utils.benchmark: returns wall time as usual and notes the
-    process CPU time beside it. timeit reads the timer exactly twice per block, so each block's
-    wall time (what benchmark returns) finds its CPU time by the pair it came from."""
+    process's and the timing thread's CPU time beside it. timeit reads the timer exactly twice
+    per block, so each block's wall time (what benchmark returns) finds its CPU times by the
+    pair it came from."""
 
     def __init__(self) -> None:
-        self.cpu_of_block: dict[float, float] = {}
-        self._start: tuple[float, float] | None = None
+        self.cpu_of_block: dict[float, tuple[float, float]] = {}
+        self._start: tuple[float, float, float] | None = None
 
     def __call__(self) -> float:
-        wall, cpu = time.perf_counter(), time.process_time()
+        wall, cpu, own = time.perf_counter(), time.process_time(), time.thread_time()
         if self._start is None:
-            self._start = (wall, cpu)
+            self._start = (wall, cpu, own)
         else:
-            self.cpu_of_block[wall - self._start[0]] = cpu - self._start[1]
+            self.cpu_of_block[wall - self._start[0]] = (cpu - self._start[1], own - self._start[2])
             self._start = None
         return wall
 
@@ -142,19 +149,27 @@ def time_steady_state(prep: Prepared, x: torch.Tensor, timing: TimingConfig) -> 
     while len(walls) < MIN_BLOCKS:
         check_interrupt()
         walls += timer.timeit(m.number_per_run).raw_times
-    cpus = [clock.cpu_of_block.get(w, float("nan")) for w in walls]
-    return from_blocks(walls, cpus, m.number_per_run, m.task_spec)
+    unknown = (float("nan"), float("nan"))
+    cpus, owns = zip(*(clock.cpu_of_block.get(w, unknown) for w in walls), strict=True)
+    return from_blocks(walls, list(cpus), m.number_per_run, m.task_spec, list(owns))
 
 
 def from_blocks(
-    walls: list[float], cpus: list[float], number: int, task: benchmark.utils.common.TaskSpec
+    walls: list[float],
+    cpus: list[float],
+    number: int,
+    task: benchmark.utils.common.TaskSpec,
+    own: list[float],
 ) -> Timing:
-    """The timing record of blocks of ``number`` calls each: their wall and CPU seconds."""
+    """The timing record of blocks of ``number`` calls each: their wall, process CPU and
+    timed thread's CPU seconds."""
     m = benchmark.Measurement(number, walls, task)
     per_call = [w / number for w in walls]
     cpu_per_call = [c / number for c in cpus]
+    own_per_call = [c / number for c in own]
     low, high = median_interval(per_call)
     cpu_low, cpu_high = median_interval(cpu_per_call)
+    own_low, own_high = median_interval(own_per_call)
     return Timing(
         time_median_s=float(m.median),
         time_iqr_s=float(m.iqr),
@@ -168,6 +183,10 @@ def from_blocks(
         cpu_median_s=statistics.median(cpu_per_call),
         cpu_ci_low_s=float(cpu_low),
         cpu_ci_high_s=float(cpu_high),
+        thread_cpu_blocks_s=own_per_call,
+        thread_cpu_median_s=statistics.median(own_per_call),
+        thread_cpu_ci_low_s=float(own_low),
+        thread_cpu_ci_high_s=float(own_high),
         cpu_wall_ratio=float(sum(cpus) / sum(walls)),
         load_avg_1m=float(os.getloadavg()[0]),
     )
@@ -179,7 +198,8 @@ def side_by_side(
     """Time several calls interleaved in one process (A B A B ..., the order rotated each
     round), so that a change of the machine's load hits all of them alike instead of deciding
     their order. torch.utils.benchmark times one statement at a time, hence this loop; each
-    block is ``block_s`` of calls (at least one), timed by wall and process CPU clock."""
+    block is ``block_s`` of calls (at least one), timed by wall, process CPU and thread CPU
+    clock."""
     numbers = {}
     for name, call in calls.items():
         start = time.perf_counter()
@@ -187,18 +207,23 @@ def side_by_side(
         numbers[name] = max(1, int(block_s / max(time.perf_counter() - start, 1e-9)))
     walls: dict[K, list[float]] = {name: [] for name in calls}
     cpus: dict[K, list[float]] = {name: [] for name in calls}
+    owns: dict[K, list[float]] = {name: [] for name in calls}
     names = list(calls)
     for r in range(rounds):
         for name in names[r % len(names) :] + names[: r % len(names)]:
             check_interrupt()
             call, number = calls[name], numbers[name]
-            wall, cpu = time.perf_counter(), time.process_time()
+            wall, cpu, own = time.perf_counter(), time.process_time(), time.thread_time()
             for _ in range(number):
                 call()
             walls[name].append(time.perf_counter() - wall)
             cpus[name].append(time.process_time() - cpu)
+            owns[name].append(time.thread_time() - own)
     task = benchmark.utils.common.TaskSpec("side by side", "")
-    return {name: from_blocks(walls[name], cpus[name], numbers[name], task) for name in names}
+    return {
+        name: from_blocks(walls[name], cpus[name], numbers[name], task, owns[name])
+        for name in names
+    }
 
 
 @dataclass(frozen=True)

@@ -1,8 +1,12 @@
 """The one rule for "A beats B" (``verdict``): A's confidence interval of the median time lies
-wholly below B's, and B was not timed while its process waited for its core (a contended
-loser's time is not its code's alone). Overlapping intervals are a tie; a time without an
-interval (fewer than ``MIN_BLOCKS`` timed blocks, or a row from before blocks were kept)
-decides nothing. "Settled" means exactly this verdict, and nothing else (docs/columns.md).
+wholly below B's. Wall time decides where neither was timed while its process waited for its
+core; where one was (the machine was busy), its wall time is not its code's alone, and the
+timed thread's CPU time, which a neighbour hardly moves, decides instead, said so in the
+verdict with wall time beside it. Two rows timed side by side in one job (one ``pair_id``)
+are judged by their ratio across the interleaved blocks, which shared whatever the machine
+did. Overlapping intervals are a tie; a time without an interval (fewer than ``MIN_BLOCKS``
+timed blocks, or a row from before blocks were kept) decides nothing. "Settled" means
+exactly this verdict, and nothing else (docs/columns.md).
 
 Every comparison jacbench prints of recorded rows (answers, report, recommendation, figures,
 maps, MLflow parent) asks ``verdict`` here; ``compare_intervals`` is its interval part alone,
@@ -13,6 +17,7 @@ the timer share it.
 from __future__ import annotations
 
 import math
+import statistics
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from enum import Enum
@@ -104,11 +109,16 @@ def _number(value: object) -> float | None:
 
 
 class Basis(str, Enum):
-    """Which time is compared: wall time (what a user waits) or process CPU time (what the
-    code costs; a busy machine hardly moves it, so runs made at different times compare)."""
+    """Which time is compared: wall time (what a user waits), process CPU time (what the
+    code costs; a busy machine hardly moves it, so runs made at different times compare) or
+    the timed thread's CPU time (the same without the process's other threads)."""
 
     WALL = "time"
     CPU = "cpu"
+    THREAD_CPU = "thread_cpu"
+
+
+BUSY = "by CPU time: the machine was busy"  # what a verdict drawn from CPU time says
 
 
 def interval_of(
@@ -130,24 +140,28 @@ def interval_of(
 
 @dataclass(frozen=True)
 class Comparison:
-    """A against B by the rule, and the sentence that says so with both intervals."""
+    """A against B by the rule, and the sentence that says so with both intervals; ``basis``
+    the time compared, ``ratio`` A's time over B's on it where the order is decided."""
 
     order: Order
     text: str
+    basis: Basis = Basis.WALL
+    ratio: float | None = None
 
     @property
     def decided(self) -> bool:
         return self.order in (Order.FASTER, Order.SLOWER)
 
 
-def compare_intervals(a: Interval, b: Interval) -> Comparison:
+def compare_intervals(a: Interval, b: Interval, basis: Basis = Basis.WALL) -> Comparison:
     """The rule itself: A beats B when A's interval lies wholly below B's."""
     both = f"{a.name} {a.text()} vs {b.name} {b.text()}"
+    ratio = a.median / b.median if b.median > 0 else None
     if a.high < b.low:
-        return Comparison(Order.FASTER, f"{a.name} is faster: {both}")
+        return Comparison(Order.FASTER, f"{a.name} is faster: {both}", basis, ratio)
     if b.high < a.low:
-        return Comparison(Order.SLOWER, f"{b.name} is faster: {both}")
-    return Comparison(Order.TIED, f"tied, the intervals overlap: {both}")
+        return Comparison(Order.SLOWER, f"{b.name} is faster: {both}", basis, ratio)
+    return Comparison(Order.TIED, f"tied, the intervals overlap: {both}", basis)
 
 
 def compare_times(a: Mapping[str, object], b: Mapping[str, object]) -> Comparison:
@@ -169,12 +183,11 @@ def compare_times(a: Mapping[str, object], b: Mapping[str, object]) -> Compariso
 
 
 def settled_ratio(a: Mapping[str, object], b: Mapping[str, object]) -> float | None:
-    """A's median over B's where the rule settles their order; None where it does not, so that
-    no ratio is ever quoted from a tie, a contended loser or a time without a spread."""
-    if not verdict(a, b).decided:
-        return None
-    # a decided verdict read both medians as numbers
-    return float(a["time_median_s"]) / float(b["time_median_s"])  # type: ignore[arg-type]
+    """A's time over B's on the basis the rule compared them by, where it settles their
+    order; None where it does not, so that no ratio is ever quoted from a tie, a contended
+    loser or a time without a spread."""
+    found = verdict(a, b)
+    return found.ratio if found.decided else None
 
 
 def contention(row: Mapping[str, object]) -> float | None:
@@ -191,9 +204,97 @@ def _name(row: Mapping[str, object]) -> str:
     return str(row.get("label") or row.get("strategy") or "?")
 
 
+def cpu_basis(*rows: Mapping[str, object]) -> Basis:
+    """The CPU time that stands for the code's cost in ``rows``: the timed thread's where
+    each row has it and torch computed on that thread alone, else the process's."""
+    for row in rows:
+        threads = _number(row.get("threads"))
+        if (threads or 1.0) > 1 or interval_of(row, basis=Basis.THREAD_CPU) is None:
+            return Basis.CPU
+    return Basis.THREAD_CPU
+
+
+def busy(*rows: Mapping[str, object]) -> bool:
+    """Whether any of ``rows`` was timed while its process waited for its core."""
+    return any(contention(row) is not None for row in rows)
+
+
+def _blocks(row: Mapping[str, object], basis: Basis) -> list[float] | None:
+    values = row.get(f"{basis.value}_blocks_s")
+    if values is None or isinstance(values, (str, bytes)):
+        return None
+    try:
+        found = [float(v) for v in values]  # type: ignore[attr-defined]  # a list or an array
+    except (TypeError, ValueError):
+        return None
+    return found if all(math.isfinite(v) and v > 0 for v in found) else None
+
+
+def side_by_side_ratio(
+    a: Mapping[str, object], b: Mapping[str, object], basis: Basis
+) -> Interval | None:
+    """A's time over B's per interleaved round, as its median and interval, where the two
+    rows were timed side by side in one job (one ``pair_id``, as many blocks each); None
+    elsewhere. Both shared whatever the machine did in each round, so the ratio settles
+    their order where each one's own interval is widened by the load."""
+    pair = str(a.get("pair_id") or "")
+    if not pair or pair != str(b.get("pair_id") or ""):
+        return None
+    ta, tb = _blocks(a, basis), _blocks(b, basis)
+    if ta is None or tb is None or len(ta) != len(tb) or len(ta) < MIN_BLOCKS:
+        return None
+    ratios = [x / y for x, y in zip(ta, tb, strict=True)]
+    low, high = median_interval(ratios)
+    return Interval("ratio", statistics.median(ratios), low, high, len(ratios))
+
+
+def _by_ratio(
+    a: Mapping[str, object], b: Mapping[str, object], ratio: Interval, basis: Basis
+) -> Comparison:
+    """The verdict of a side-by-side pair from its ratio's interval (1 inside: tied)."""
+    ia, ib = interval_of(a, basis=basis), interval_of(b, basis=basis)
+    busy_note = f" ({BUSY})" if basis != Basis.WALL else ""
+    both = f"; {_name(a)} {ia.text() if ia else '-'} vs {_name(b)} {ib.text() if ib else '-'}"
+    if basis != Basis.WALL:
+        wa, wb = interval_of(a), interval_of(b)
+        both += f"; wall time {wa.text() if wa else '-'} vs {wb.text() if wb else '-'}"
+    told = (
+        f"{_name(a)} / {_name(b)} across {ratio.n_blocks} interleaved blocks "
+        f"{digits(ratio.median)} [{digits(ratio.low)}-{digits(ratio.high)}]{busy_note}{both}"
+    )
+    if ratio.high < 1:
+        return Comparison(Order.FASTER, f"{_name(a)} is faster: {told}", basis, ratio.median)
+    if ratio.low > 1:
+        return Comparison(Order.SLOWER, f"{_name(b)} is faster: {told}", basis, ratio.median)
+    return Comparison(Order.TIED, f"tied, the ratio's interval holds 1: {told}", basis)
+
+
+def _by_cpu(a: Mapping[str, object], b: Mapping[str, object]) -> Comparison | None:
+    """A against B by CPU time (``cpu_basis``), wall time beside it; None where either row
+    has no CPU interval."""
+    basis = cpu_basis(a, b)
+    ia, ib = interval_of(a, basis=basis), interval_of(b, basis=basis)
+    if ia is None or ib is None:
+        return None
+    found = compare_intervals(ia, ib, basis)
+    wa, wb = interval_of(a), interval_of(b)
+    wall = f"wall time {wa.text() if wa else '-'} vs {wb.text() if wb else '-'}"
+    return Comparison(found.order, f"{found.text} ({BUSY}; {wall})", basis, found.ratio)
+
+
 def verdict(a: Mapping[str, object], b: Mapping[str, object]) -> Comparison:
-    """A against B by the whole rule: the intervals (``compare_times``), then the loser's
-    contention. A contended winner won all the same: contention only adds time."""
+    """A against B by the whole rule. Two rows timed side by side: by their ratio across the
+    interleaved blocks. Else where neither waited for its core: by wall-time intervals
+    (``compare_times``); where one did, by CPU-time intervals (``cpu_basis``), and only where
+    a row has none, by wall time with the loser's contention leaving the order unsettled (a
+    contended winner won all the same: contention only adds time)."""
+    loaded = busy(a, b)
+    basis = cpu_basis(a, b) if loaded else Basis.WALL
+    ratio = side_by_side_ratio(a, b, basis)
+    if ratio is not None:
+        return _by_ratio(a, b, ratio, basis)
+    if loaded and (by_cpu := _by_cpu(a, b)) is not None:
+        return by_cpu
     by_intervals = compare_times(a, b)
     if not by_intervals.decided:
         return by_intervals
@@ -206,6 +307,16 @@ def verdict(a: Mapping[str, object], b: Mapping[str, object]) -> Comparison:
         f"{_name(loser)} waited for its core while timed (CPU/wall per thread {share:.2f}, "
         f"below {CONTENDED}), so its time is not its code's alone: {by_intervals.text}",
     )
+
+
+def ranking_seconds(row: Mapping[str, object], loaded: bool) -> float | None:
+    """What a row is ranked by among its problem's: its wall median, or where the problem
+    was timed on a busy machine (``loaded``), its CPU median (``cpu_basis``)."""
+    if loaded:
+        found = interval_of(row, basis=cpu_basis(row))
+        if found is not None:
+            return found.median
+    return _number(row.get("time_median_s"))
 
 
 def unsettled(best: Mapping[str, object], runner: Mapping[str, object]) -> str:

@@ -1,0 +1,137 @@
+"""Issue 57: verdicts from the measure a busy machine leaves honest. Wall time waits for a
+core; the timed thread's CPU time is its code's own, so where a row was timed while its
+process waited, the rule orders by CPU time and says so; a pair timed side by side settles
+on its ratio across the interleaved blocks."""
+
+from __future__ import annotations
+
+import dataclasses
+import random
+import statistics
+import threading
+
+import pyarrow as pa
+import pyarrow.parquet as pq
+import torch
+
+from helpers.results import frame, make_result, timed_row
+from jacbench.record.parquet import SCHEMA, read_results
+from jacbench.report.analysis import recommend
+from jacbench.report.problems import problems
+from jacbench.timing.config import TimingConfig
+from jacbench.timing.measure import side_by_side, time_steady_state
+from jacbench.timing.rule import BUSY, MIN_BLOCKS, Basis, Order, median_interval, verdict
+
+THREAD_COLUMNS = [
+    "thread_cpu_blocks_s",
+    "thread_cpu_median_s",
+    "thread_cpu_ci_low_s",
+    "thread_cpu_ci_high_s",
+]
+
+
+def _matmuls(stop: threading.Event) -> None:
+    a = torch.randn(200, 200)
+    while not stop.is_set():
+        a @ a  # releases the GIL: CPU time of the process, not of the timed thread
+
+
+def test_the_timed_threads_cpu_time_is_kept_per_block_without_the_processs_other_threads():
+    big = torch.randn(64, 64)
+    stop = threading.Event()
+    other = threading.Thread(target=_matmuls, args=(stop,), daemon=True)
+    other.start()
+    try:
+        with torch.inference_mode(False):
+            timing = time_steady_state(lambda x: x @ big, torch.randn(64, 64), TimingConfig(0.05))
+            pair = side_by_side({"a": lambda: big @ big, "b": lambda: big.sum()}, rounds=MIN_BLOCKS)
+    finally:
+        stop.set()
+        other.join()
+    for t in (timing, *pair.values()):
+        own, process = t.thread_cpu_blocks_s, t.cpu_blocks_s
+        assert len(own) == len(process) == t.n_blocks >= MIN_BLOCKS
+        assert all(0 < o <= p * 1.001 + 1e-7 for o, p in zip(own, process, strict=True))
+        assert t.thread_cpu_ci_low_s <= t.thread_cpu_median_s <= t.thread_cpu_ci_high_s
+        assert (t.thread_cpu_ci_low_s, t.thread_cpu_ci_high_s) == median_interval(own)
+    # the other thread's matmuls are in the process's CPU time, not in the timed thread's
+    assert sum(timing.cpu_blocks_s) > 1.2 * sum(timing.thread_cpu_blocks_s)
+
+
+def _round_loads(n: int, seed: int) -> list[float]:
+    """How much slower each round ran than an idle one: what a busy machine does."""
+    rng = random.Random(seed)
+    return [rng.choice([1.0, 2.5, 6.0]) for _ in range(n)]
+
+
+def _pair(a_ms: float, b_ms: float, pair_id: str = "p1", n: int = 12) -> tuple[dict, dict]:
+    """Two rows timed side by side: each round's load hit both alike, so each one's own
+    interval is wide while their ratio is steady; contended, CPU time as slow as wall."""
+    loads = _round_loads(n, 7)
+    rows = []
+    for name, ms in (("analytic", a_ms), ("jacrev", b_ms)):
+        rng = random.Random(name)
+        blocks = [ms * load * rng.uniform(0.97, 1.03) / 1e3 for load in loads]
+        low, high = median_interval(blocks)
+        figures = {"median_s": statistics.median(blocks), "ci_low_s": low, "ci_high_s": high}
+        row = timed_row(name, ms, 0.0, n=n, round="side_by_side", pair_id=pair_id)
+        for basis in ("time", "cpu", "thread_cpu"):
+            row |= {f"{basis}_{k}": v for k, v in figures.items()}
+            row[f"{basis}_blocks_s"] = blocks
+        row["cpu_wall_ratio"] = 0.4
+        rows.append(row)
+    return rows[0], rows[1]
+
+
+def test_a_pair_timed_side_by_side_settles_on_its_ratio_across_the_interleaved_blocks():
+    a, b = _pair(1.0, 1.4)
+    assert a["time_ci_high_s"] > b["time_ci_low_s"]  # each one's own interval: overlapping
+    found = verdict(a, b)
+    assert found.order == Order.FASTER and found.basis == Basis.THREAD_CPU
+    assert found.ratio is not None and 0.68 < found.ratio < 0.74
+    assert "across 12 interleaved blocks" in found.text and BUSY in found.text
+    assert verdict(b, a).order == Order.SLOWER
+    apart = {**b, "pair_id": "another job"}  # the same figures, not timed side by side
+    assert verdict(a, apart).order == Order.TIED
+    same = _pair(1.0, 1.0)
+    assert verdict(*same).order == Order.TIED  # a real tie stays one
+
+
+def test_a_busy_problem_is_ranked_and_settled_by_cpu_time_with_wall_time_beside():
+    """seed002 on a loaded machine (issue 57): analytic 67.5 us wall against jacrev 1.01 ms,
+    CPU 31 us against 483 us, both at CPU/wall 0.46-0.48; and a third strategy whose wall
+    time was the lowest only because it ran at a quieter moment."""
+    busy = {"cpu_wall_ratio": 0.47}
+    rows = frame(
+        timed_row("analytic", 0.0675, 0.014, cpu_ms=0.031, **busy),
+        timed_row("jacrev", 1.01, 0.17, cpu_ms=0.483, **busy),
+        timed_row("autograd_loop", 0.060, 0.001, cpu_ms=0.058, cpu_wall_ratio=0.97),
+    )
+    ((title, group),) = problems(rows)
+    rec = recommend(title, group)
+    assert rec.best == "analytic" and rec.runner_up == "autograd_loop" and not rec.unsettled
+    assert rec.best_cpu_time is not None and abs(rec.best_cpu_time - 31e-6) < 3e-6
+    sentence = rec.sentence()
+    assert f"x slower {BUSY}" in sentence and "CPU, " in sentence and "wall)" in sentence
+
+
+def test_rows_without_the_thread_columns_still_read_and_are_judged_by_process_cpu(tmp_path):
+    """A parquet file of an earlier jacbench lacks the thread CPU columns: it reads with them
+    empty, and the rule falls back to the process's CPU time."""
+    old_schema = pa.schema([f for f in SCHEMA if f.name not in THREAD_COLUMNS])
+    for name, wall, cpu in (("jacrev", 2e-3, 1e-3), ("jacfwd", 3e-3, 2e-3)):
+        result = make_result(strategy=name, time_median_s=wall, job_id=name * 3)
+        values = dataclasses.asdict(result)
+        blocks = [cpu * (1 + 0.01 * k) for k in range(10)]
+        low, high = median_interval(blocks)
+        values |= {"cpu_median_s": statistics.median(blocks), "cpu_ci_low_s": low}
+        values |= {"cpu_ci_high_s": high, "cpu_blocks_s": blocks, "cpu_wall_ratio": 0.3}
+        row = {k: v for k, v in values.items() if k not in THREAD_COLUMNS}
+        pq.write_table(pa.Table.from_pylist([row], schema=old_schema), tmp_path / f"{name}.parquet")
+    rows = read_results(tmp_path)
+    assert set(THREAD_COLUMNS) <= set(rows.columns) and rows["thread_cpu_median_s"].isna().all()
+    assert set(THREAD_COLUMNS) <= set(rows.attrs["missing_columns"])
+    judged = frame(*rows.to_dict("records")).set_index("strategy", drop=False)
+    jacrev, jacfwd = judged.loc["jacrev"], judged.loc["jacfwd"]
+    found = verdict(jacrev, jacfwd)
+    assert found.order == Order.FASTER and found.basis == Basis.CPU and BUSY in found.text
