@@ -2,12 +2,17 @@
 
 from __future__ import annotations
 
+import dataclasses
+
+import pyarrow.parquet as pq
+
 from helpers.results import make_result
 from helpers.tracking import half_made_db, seed_store, sqlite_uri
 from jacbench import sync
 from jacbench.record.mlflow_run import JOB_TAG
 from jacbench.record.parquet import read_results, write_result
 from jacbench.record.run_ids import RUNS
+from jacbench.record.sync import row_result
 
 
 def job_runs(tmp_path) -> list:
@@ -66,7 +71,10 @@ def test_a_run_logged_but_not_noted_is_found_not_logged_again(
     assert code == 0, printed
     logged = run_ids(tmp_path)
     (note,) = (tmp_path / "results" / RUNS).iterdir()
-    note.unlink()  # as if the job had been stopped right after logging its run
+    note.unlink()  # as if the job had been stopped right after logging its run,
+    (path,) = (tmp_path / "results").glob("*.parquet")  # before its row was linked to it
+    unlinked = dataclasses.replace(row_result(pq.read_table(path)), mlflow_run_id="")
+    write_result(unlinked, path.parent)
     assert not any(run_ids(tmp_path).values())
 
     code, printed = run_sync(tmp_path, monkeypatch, capsys)
@@ -74,10 +82,9 @@ def test_a_run_logged_but_not_noted_is_found_not_logged_again(
     assert run_ids(tmp_path) == logged and len(job_runs(tmp_path)) == 1  # not logged twice
 
 
-def test_rows_are_written_once_before_their_runs_and_the_runs_noted_beside_them(launch, tmp_path):
-    """Issue 45: each row was written, logged, then written again with its run id."""
-    import pyarrow.parquet as pq
-
+def test_rows_are_written_before_their_runs_then_carry_their_run_ids(launch, tmp_path):
+    """Issue 45: a row is on disk before its MLflow run is logged; issue 59: then rewritten
+    (atomically, under its name) with its run's id, so plain pandas reads the link too."""
     from jacbench.record.mlflow_run import LOGGED_AT_TAG
 
     code, _, printed = launch("-m", "strategy=jacrev,jacfwd", "report=false", mlflow=True)
@@ -86,9 +93,10 @@ def test_rows_are_written_once_before_their_runs_and_the_runs_noted_beside_them(
     assert run_ids(tmp_path) == {job: r.info.run_id for job, r in runs.items()}
     for path in (tmp_path / "results").glob("*.parquet"):
         table = pq.read_table(path)
-        assert table.column("mlflow_run_id")[0].as_py() == ""  # never rewritten with it
         run = runs[table.column("job_id")[0].as_py()]
-        assert path.stat().st_mtime <= float(run.data.tags[LOGGED_AT_TAG])  # written first
+        assert table.column("mlflow_run_id")[0].as_py() == run.info.run_id
+        written = float(table.column("started_at")[0].as_py().timestamp())
+        assert written <= float(run.data.tags[LOGGED_AT_TAG]) <= path.stat().st_mtime
 
 
 def test_tracking_still_down_is_one_line_and_rows_are_left_as_they_are(

@@ -1,7 +1,8 @@
 """Which MLflow run holds each row, kept beside the rows instead of in them.
 
-A row is written once, before any MLflow call (the measurement never waits on a tracking
-server), so it cannot carry the id of a run logged after it. The link is kept next to it as
+A row is written before any MLflow call (the measurement never waits on a tracking server),
+then rewritten with its run's id once the run exists (``run.recording.link_row``). The link is
+also kept next to it, for a row whose rewrite failed or whose job stopped in between, as
 an empty file ``<folder>/.mlflow_runs/<job_id>.<run_id>``: made atomically (created, never
 edited), and read for a whole folder with one directory listing. The run carries the row's
 job id too (tag ``jacbench.job_id``), so a lost link is found again (``python -m jacbench.sync``).

@@ -141,6 +141,8 @@ def short_line(rec: Recommendation, group: pd.DataFrame) -> str:
 def _short_line(rec: Recommendation, group: pd.DataFrame) -> str:
     """One problem's answer at a glance: ``mlp f64: use jacfwd, 1.1 ms [1.0-1.2], 48x faster
     than functional, error 0.9 eps``; the full sentence is in the report and answer.md."""
+    if rec.untimed:
+        return rec.sentence()
     if rec.best is None or rec.unsettled:
         reason = rec.none_finished or rec.unsettled
         return f"{rec.problem}: {rec.choice()}" + (f": {reason}" if reason else "")

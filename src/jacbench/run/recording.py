@@ -4,6 +4,7 @@ noted beside the row (``jacbench.record.run_ids``)."""
 
 from __future__ import annotations
 
+import dataclasses
 import sys
 from pathlib import Path
 
@@ -50,4 +51,21 @@ def track(result: Result, tracking: Tracking, parent_run_id: str, row: Path | No
         raise TrackingFailed(str(exc)) from exc
     if row is not None:
         remember(row.parent, result.job_id, run_id)
+        link_row(result, row, run_id)
     return run_id
+
+
+def link_row(result: Result, row: Path, run_id: str) -> bool:
+    """Rewrite the row (atomically, under its own name) with the id of its MLflow run, so
+    that a plain ``pd.read_parquet`` of the folder carries the link too; the note beside the
+    row stays for a folder that refuses the rewrite. False where the row was not rewritten
+    (kept elsewhere than its results folder, or the folder refused it)."""
+    from jacbench.record.parquet import result_filename, write_result
+
+    if row.name != result_filename(result) or not row.exists():
+        return False
+    try:
+        write_result(dataclasses.replace(result, mlflow_run_id=run_id), row.parent)
+    except OSError:
+        return False
+    return True
