@@ -376,12 +376,37 @@ def time_and_memory(
     peak memory and the job's measure_s."""
     if not job.timing.time:  # an accuracy question: what the row declares instead of times
         records.append(Untimed())
+        records.append(timed_form(prep))
         records.append(Elapsed(time.perf_counter() - started))
         return
     records.append(timed or time_steady_state(prep, problem.x, job.timing))
+    records.append(timed_form(prep))  # what was timed, read once the timing is done
     if job.timing.memory:
         records.append(measure_memory(prep, problem.x, job.device))
     records.append(Elapsed(time.perf_counter() - started))
+
+
+@dataclass(frozen=True)
+class TimedForm:
+    """What the timed calls ran: for a tiered ``auto``, the tier it settled on, ``built``
+    describing that tier's form with the tiers before it as history; else what the strategy
+    declared."""
+
+    tier: str
+    built: str
+    chosen_strategy: str
+
+
+def timed_form(prep: Any) -> TimedForm:
+    info = prep.info
+    tiers = getattr(prep, "tiers", None)
+    if tiers is None:
+        return TimedForm(info.tier, info.built, info.chosen_strategy)
+    built = tiers.current.info.built or info.built
+    history = list(tiers.history)
+    if len(history) > 1:
+        built += f" (after tiers {' -> '.join(history[:-1])})"
+    return TimedForm(tiers.tier, built, tiers.chosen_strategy)
 
 
 def _judged_sampled(job: JobSpec, problem: Problem, records: list[Any]) -> Judged:
