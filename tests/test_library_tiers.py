@@ -1,14 +1,15 @@
-"""Issue 46: auto's moves to a new tier are checked, and a wrong or failing tier is left.
+"""auto's moves to a new tier are checked, and a wrong or failing tier is left.
 
-The first call in a new tier is compared with forward mode's derivative of f at that point
-along a random direction (``jacbench.core.agreement``); where it raises or disagrees, the
-Jacobian goes back to the tier before, warns once (naming the tier and why), stays there,
-and records the event (``tiers.refused``) for whoever remembers decisions. Before the fix a
-new tier was trusted blindly: its first answer, right or wrong, was returned.
+A new tier's first answer, at the prepared point, is compared with reverse mode's derivative
+of f along a random direction (``jacbench.core.agreement``); where it raises or disagrees,
+the Jacobian stays in the tier before, warns once (naming the tier and why), and records
+the event (``tiers.refused``). Moves happen at ``settle()`` or, with a ``patience``, at the
+call that reaches the next tier's cost, in the caller's thread: never behind its back.
 """
 
 from __future__ import annotations
 
+import threading
 import warnings
 from dataclasses import replace
 
@@ -30,15 +31,18 @@ def problem():
     return make_problem("net", net, torch.randn(3, dtype=torch.float64), "input", False)
 
 
-def tiers_with(later, name: str = "folded") -> tuple[Tiered, object]:
-    """Tiered jacfwd (eager), then ``later`` built as its next tier at once."""
+def tiers_with(
+    later, name: str = "folded", patience: float | None = 0.0
+) -> tuple[Tiered, object]:
+    """Tiered jacfwd (eager), then ``later`` built as its next tier at the first call."""
     p = problem()
     eager = REGISTRY.prepare("jacfwd", p)
 
     def check(x, jac):
         return disagreement(p.f, x, jac, p.n_out)
 
-    return Tiered(eager, "eager", [Stage(name, lambda: later(p), cost_s=0.0)], check, p.x), p
+    stages = [Stage(name, lambda: later(p), cost_s=0.0)]
+    return Tiered(eager, "eager", stages, check, p.x, patience=patience), p
 
 
 def wrong(p):
@@ -64,11 +68,9 @@ def test_a_new_tier_that_is_wrong_or_fails_is_left_for_good_and_said_once(later,
     tiers, p = tiers_with(later)
     with warnings.catch_warnings(record=True) as seen:
         warnings.simplefilter("always")
-        first = tiers.jac(p.x)  # eager; its time reaches the stage's cost: it is built
-        assert tiers.join()  # built in the background, taken in
-        assert tiers.tier == "folded"
+        first = tiers.jac(p.x)  # eager; its time reaches the stage's cost: built, checked
         points = [p.x + 0.1 * k for k in range(1, 6)]
-        answers = [tiers.jac(x) for x in points]  # the first is checked, and refused
+        answers = [tiers.jac(x) for x in points]
         value, jac = tiers.both(p.x)
     for x, answer in zip(points, answers, strict=True):
         torch.testing.assert_close(answer, expected(p, x))
@@ -89,8 +91,7 @@ def test_a_tier_that_fails_to_build_is_refused_and_said():
 
     tiers, p = tiers_with(broken)
     with pytest.warns(RuntimeWarning, match="no room for the graph"):
-        tiers.jac(p.x)
-        tiers.join()  # said in the caller's thread, when the build's outcome is taken in
+        tiers.jac(p.x)  # the build, at this call, in this thread
     torch.testing.assert_close(tiers.jac(p.x), expected(p, p.x))
     assert tiers.tier == "eager" and tiers.refused.tier == "folded"
 
@@ -110,6 +111,27 @@ def test_settle_checks_each_new_tier_at_the_prepared_point():
     with pytest.warns(RuntimeWarning, match="differs"):
         tiers.settle()
     assert tiers.tier == "eager" and tiers.refused is not None
+
+
+def test_without_patience_no_call_builds_and_settle_moves():
+    """The default: calls never build (no stall, nothing behind the caller's back); the
+    caller's settle() builds the last tier, in its own thread."""
+    built_in: list[str] = []
+
+    def folded(p):
+        import threading
+
+        built_in.append(threading.current_thread().name)
+        return REGISTRY.prepare("jacfwd_folded", p, compile=False)
+
+    tiers, p = tiers_with(folded, patience=None)
+    for k in range(20):
+        tiers.jac(p.x + 0.01 * k)
+    assert (tiers.tier, built_in) == ("eager", [])
+    tiers.settle()
+    assert tiers.tier == "folded" and built_in == [threading.current_thread().name]
+    assert tiers.history == ["eager (jacfwd)", "folded (jacfwd_folded)"]
+    torch.testing.assert_close(tiers.jac(p.x), expected(p, p.x))
 
 
 def test_the_check_takes_a_batch_of_points_and_sparse_matrices():

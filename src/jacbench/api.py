@@ -16,9 +16,12 @@ from typing import Any
 import torch
 from torch import nn
 
+from jacbench.core.agreement import disagreement
 from jacbench.core.enums import Kind
 from jacbench.core.errors import UnsupportedFunction
-from jacbench.core.prepared import Prepared
+from jacbench.core.memory_budget import check_answer_fits
+from jacbench.core.modes import plain_autograd
+from jacbench.core.prepared import Prepared, Recipe
 from jacbench.core.probe import check_point, probe
 from jacbench.core.problem import FunctionModule, make_problem
 from jacbench.core.registry import load_registry
@@ -53,23 +56,34 @@ def prepare(
             f"f is a {type(f).__name__}, not a function or module: pass a callable that maps "
             "a tensor to a tensor"
         )
-    x = check_point(example_x)
-    name, registry = _label(f), load_registry()
-    differenced = registry.get(strategy).kind is Kind.APPROXIMATE  # sees f's values alone
-    probed = probe(f, x, name, by_ad=not differenced)
-    module = f if isinstance(f, nn.Module) else FunctionModule(f)
-    problem = make_problem(
-        name,
-        module,
-        x,
-        "input",
-        False,
-        vectorize=True,
-        output=probed.output,
-        copy_input=probed.writes_input,
+    with plain_autograd(getattr(example_x, "device", torch.device("cpu"))):
+        x = check_point(example_x)
+        name, registry = _label(f), load_registry()
+        kind = registry.get(strategy).kind
+        probed = probe(f, x, name, by_ad=kind is not Kind.APPROXIMATE)  # fd sees values alone
+        module = f if isinstance(f, nn.Module) else FunctionModule(f)
+        # every call of f gets a copy of its point: the caller's x is never written
+        problem = make_problem(
+            name, module, x, "input", False, vectorize=True, output=probed.output, copy_input=True
+        )
+        dense = options.get("output", "dense") == "dense" and strategy != "auto"
+        if dense:
+            check_answer_fits(problem.n_out, problem.n_in, problem.dtype, problem.device)
+        flat = registry.prepare(strategy, problem, **options)
+    check = None
+    if kind is Kind.EXACT:
+
+        def check(point: torch.Tensor, jac: Any) -> str:
+            return disagreement(problem.f, point, jac, problem.n_out)
+
+    recipe = Recipe(f, x, strategy, tuple(sorted(options.items())))
+    return replace(
+        flat,
+        shape=tuple(x.shape),
+        out_shape=tuple(probed.output.shape),
+        first_check=check,
+        recipe=recipe,
     )
-    flat = registry.prepare(strategy, problem, **options)
-    return replace(flat, shape=tuple(x.shape), out_shape=tuple(probed.output.shape))
 
 
 def jacobian(

@@ -44,3 +44,16 @@ class RandomFunction(UnsupportedFunction):
 class RetraceStorm(RuntimeError):
     """A traced Jacobian's graph had to be traced again at (nearly) every call: something it
     froze keeps changing, so tracing costs more than it saves."""
+
+
+class WrongJacobian(RuntimeError):
+    """A strategy's first answer disagrees with reverse mode's derivative of f: the strategy
+    (or the part of torch it uses, e.g. forward-mode AD of some operators) is wrong here."""
+
+
+class MemoryBudget(ConfigError):
+    """A dense Jacobian larger than the memory budget was asked for; nothing was allocated."""
+
+
+class NotPicklable(TypeError):
+    """A prepared Jacobian that cannot be pickled or copied, with what to do instead."""

@@ -35,17 +35,17 @@ class ValueDependent(ValueError):
     result whose size depends on them."""
 
 
-def traced(fn: Callable, f: Callable | None, x: torch.Tensor) -> fx.GraphModule:
+def traced(fn: Callable, f: Callable | None, *inputs: torch.Tensor) -> fx.GraphModule:
     """``fn`` (a transform of ``f``) as an aten graph, once ``f`` is shown to hold one graph
     for every point of ``x``'s shape: no Python branching on values (the fake trace; None:
     shown already), no operation whose output size depends on values (boolean masks,
     nonzero, unique)."""
     if f is not None:
         try:
-            torch_internals.trace_shapes_only(f, x)
+            torch_internals.trace_shapes_only(f, inputs[0])
         except Exception as exc:
             raise ValueDependent(f"{type(exc).__name__}: {exc}") from exc
-    graph = torch_internals.aten_graph(fn, x)
+    graph = torch_internals.aten_graph(fn, *inputs)
     for node in graph.graph.nodes:
         if _by_values(node):
             raise ValueDependent(
@@ -135,16 +135,16 @@ def _narrow(a: torch.Tensor | None, out: torch.Tensor | None) -> bool:
     return columns <= NARROW < rows and a.numel() >= MIN_ELEMENTS
 
 
-def transpose_narrow(gm: fx.GraphModule, x: torch.Tensor) -> int:
+def transpose_narrow(gm: fx.GraphModule, inputs: tuple[torch.Tensor, ...]) -> int:
     """Rewrite, in place, each CPU product ``a @ b`` with at most ``NARROW`` columns and
     more rows as ``(b.T @ a.T).T`` (BLAS reads the transposes as they lie) and the narrow
     result copied back into the layout the graph's later views expect; returns how many.
     On seed004 vmap makes the output layer's tangents one (12096, 10) x (10, 4) product:
     the compiled call 0.67-0.80x. Run eagerly it measured 0.98-1.02x, so this is for graphs
     that go to the compiler."""
-    if x.device.type != "cpu":
+    if inputs[0].device.type != "cpu":
         return 0
-    if not propagated(gm, x):  # an op without a fake kernel: no shapes to judge by
+    if not propagated(gm, inputs):  # an op without a fake kernel: no shapes to judge by
         return 0
     graph, rewritten, call = gm.graph, 0, gm.graph.call_function
     for node in list(graph.nodes):
@@ -228,24 +228,24 @@ class _Layouts(fx.Interpreter):
         return out
 
 
-def propagated(gm: fx.GraphModule, x: torch.Tensor) -> bool:
-    """Whether fake tensors go through the graph at ``x`` (each node's ``meta["val"]`` set),
+def propagated(gm: fx.GraphModule, inputs: tuple[torch.Tensor, ...]) -> bool:
+    """Whether fake tensors go through the graph at ``inputs`` (each node's ``meta["val"]`` set),
     views the layouts no longer allow made reshapes (marked ``RESHAPED``)."""
     with torch_internals.fake_mode() as mode:
         try:
-            _Layouts(gm, mode).run(torch_internals.fake_tensor(mode, x))
+            _Layouts(gm, mode).run(*(torch_internals.fake_tensor(mode, t) for t in inputs))
         except Exception:
             return False
     return True
 
 
-def valid(gm: fx.GraphModule, x: torch.Tensor, before: set[str]) -> bool:
+def valid(gm: fx.GraphModule, inputs: tuple[torch.Tensor, ...], before: set[str]) -> bool:
     """Whether a graph that passes rewrote (its nodes before them named in ``before``) still
     computes what it did, for any strides of the rewritten values: each node runs (a view
     the new layouts do not allow becomes a reshape, unless something writes through it or
     its base later: a copy would not see the write), and no rewritten value reaches an
     operation that reads memory by explicit strides."""
-    if not propagated(gm, x):
+    if not propagated(gm, inputs):
         return False
     nodes = list(gm.graph.nodes)
     reshaped = [n for n in nodes if n.meta.get(RESHAPED)]
@@ -296,16 +296,18 @@ def fresh_outputs(gm: fx.GraphModule) -> int:
     return copied
 
 
-def optimised(gm: fx.GraphModule, x: torch.Tensor, passes: list[Callable]) -> fx.GraphModule:
-    """``gm`` with ``passes`` (each ``pass(graph, x)``) applied to a copy, kept valid for
+def optimised(
+    gm: fx.GraphModule, inputs: tuple[torch.Tensor, ...], passes: list[Callable]
+) -> fx.GraphModule:
+    """``gm`` with ``passes`` (each ``pass(graph, inputs)``) applied to a copy, kept valid for
     any strides (``valid``); ``gm`` unchanged where they cannot be. Either way every
     output is a new tensor at each call (``fresh_outputs``)."""
     before = {n.name for n in gm.graph.nodes}
     work = copy(gm)
     try:
         for run in passes:
-            run(work, x)
-        done = work if valid(work, x, before) else gm
+            run(work, inputs)
+        done = work if valid(work, inputs, before) else gm
     except Exception:  # a pass that cannot handle this graph: the graph as traced
         done = gm
     fresh_outputs(done)

@@ -18,7 +18,7 @@ from pathlib import Path
 
 import torch
 
-from jacbench.core.errors import ConfigError
+from jacbench.core.errors import ConfigError, MemoryBudget
 
 # float64 matrices of the Jacobian's size held at once on the CPU: the reference, the method
 # that checks it, and the comparison's answer-in-float64 and difference.
@@ -169,3 +169,27 @@ def check_fits(
                 f"not run: the {shape} Jacobian needs about {_gib(need.answer_bytes)} on "
                 f"{device} but {_gib(free)} are free there; {advice}"
             )
+
+
+# A dense strategy holds the answer and, on its way, a working copy as large (the basis of
+# its passes, or the batched passes themselves) at once.
+DENSE_COPIES = 2
+
+
+def check_answer_fits(n_out: int, n_in: int, dtype: torch.dtype, device: torch.device) -> None:
+    """The library's budget: a dense (M, N) Jacobian that cannot fit where it is computed is
+    refused before anything is allocated (``MemoryBudget``), naming its size and the sparse
+    way, instead of torch's raw allocator error or the OOM killer."""
+    need = DENSE_COPIES * n_out * n_in * dtype.itemsize
+    if device.type == "cuda":
+        room: int | None = torch.cuda.mem_get_info(device)[0]
+    else:
+        room = available_cpu_memory()
+    if room is not None and need > room:
+        raise MemoryBudget(
+            f"a dense {n_out} x {n_in} Jacobian in {str(dtype).removeprefix('torch.')} needs "
+            f"about {_gib(need)} (the answer and a working copy) but {_gib(room)} are "
+            f"available on {device}: use the default strategy 'auto' (it finds a sparsity "
+            "pattern and returns CSR) or a sparse one: prepare(f, x, 'sparse_jacrev', "
+            "output='csr')"
+        )

@@ -11,6 +11,7 @@ from __future__ import annotations
 import cmath
 import contextlib
 import math
+import os
 import threading
 import warnings
 from collections.abc import Callable
@@ -20,7 +21,14 @@ from typing import Any, Protocol
 import torch
 
 from jacbench.core.enums import Mode
-from jacbench.core.errors import OutputMismatch, PointMismatch
+from jacbench.core.errors import (
+    NotPicklable,
+    OutputMismatch,
+    PointMismatch,
+    UnsupportedFunction,
+    WrongJacobian,
+)
+from jacbench.core.modes import plain_autograd, usable
 
 JacobianFn = Callable[[torch.Tensor], torch.Tensor]
 
@@ -51,6 +59,14 @@ class Tiers(Protocol):
     @property
     def refused(self) -> object | None:
         """The later tier that failed its first call's check (``jacbench.core.tiers``)."""
+
+    @property
+    def current(self) -> Prepared:
+        """The form that answers now."""
+
+    @property
+    def history(self) -> list[str]:
+        """The tiers reached, the first first."""
 
     def settle(self) -> None:
         """Move to the final tier now (the runner times that, not the way to it)."""
@@ -90,13 +106,41 @@ def _describe(shape: tuple[int, ...], dtype: torch.dtype, device: torch.device) 
 # other (reverse mode and differences then run concurrently).
 TORCH_STATE = threading.RLock()
 _NO_TURN = contextlib.nullcontext()
+# A fork while another thread holds the lock would copy it held into the child, whose first
+# preparation would then wait for ever: the fork waits for the lock instead (as logging's
+# locks do), and the child releases the copy its forking thread holds.
+if hasattr(os, "register_at_fork"):
+    os.register_at_fork(
+        before=TORCH_STATE.acquire,
+        after_in_parent=TORCH_STATE.release,
+        after_in_child=TORCH_STATE.release,
+    )
 
 
 @dataclass
 class _Calls:
-    """Whether a prepared Jacobian has been called (its first call takes turns)."""
+    """Whether a prepared Jacobian has been called (its first call takes turns), and
+    whether its first answer was checked."""
 
     warm: bool = False
+    checked: bool = False
+
+
+@dataclass(frozen=True)
+class Recipe:
+    """What ``jacbench.prepare`` was given: enough to prepare the same Jacobian again in
+    another process (pickle, ``spawn``) or as a copy (``copy.deepcopy``)."""
+
+    f: Callable = field(repr=False)
+    example_x: torch.Tensor = field(repr=False)
+    strategy: str = "auto"
+    options: tuple[tuple[str, Any], ...] = ()
+
+
+def _prepared_again(recipe: Recipe) -> Prepared:
+    from jacbench.api import prepare  # the library's door: a leaf here would be a cycle
+
+    return prepare(recipe.f, recipe.example_x, recipe.strategy, **dict(recipe.options))
 
 
 @dataclass(frozen=True)
@@ -127,15 +171,33 @@ class Prepared:
     serial: bool = False  # every call takes turns under TORCH_STATE (forward mode)
     out_shape: tuple[int, ...] | None = None  # the library's: f(x).shape
     finite_entries: Callable[[Any], torch.Tensor] | None = field(default=None, repr=False)
+    # the library's: the first answer checked (``jacbench.core.agreement``: "" where right)
+    first_check: Callable[[torch.Tensor, Any], str] | None = field(default=None, repr=False)
+    recipe: Recipe | None = field(default=None, repr=False)  # the library's: to prepare again
     calls: _Calls = field(default_factory=_Calls, repr=False, compare=False)
 
     @property
     def info(self) -> PrepInfo:
-        """What the strategy decided; for a tiered ``auto``, the tier it is in now."""
+        """What the strategy decided; for a tiered ``auto``, the tier it is in now, and
+        ``built`` describes that tier's form (the tiers before it named after it)."""
         if self.tiers is None:
             return self.declared_info
         tiers = self.tiers
-        return replace(self.declared_info, tier=tiers.tier, chosen_strategy=tiers.chosen_strategy)
+        built = tiers.current.info.built
+        if len(tiers.history) > 1:
+            built += f" (tiers: {' -> '.join(tiers.history)})"
+        return replace(
+            self.declared_info, tier=tiers.tier, chosen_strategy=tiers.chosen_strategy, built=built
+        )
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        """Pickled (and deep-copied) as what it was prepared from: prepared again there."""
+        if self.recipe is None:
+            raise NotPicklable(
+                f"this prepared {self.strategy} Jacobian was made by the benchmark, not by "
+                "jacbench.prepare: prepare it again where it is needed"
+            )
+        return (_prepared_again, (self.recipe,))
 
     def settled(self) -> Prepared:
         """This Jacobian in its final tier (a tiered ``auto`` compiles now); itself."""
@@ -181,15 +243,30 @@ class Prepared:
 
     def __call__(self, x: torch.Tensor) -> torch.Tensor:
         self.check(x)
-        flat = x if self.out_shape is None else x.reshape(-1)
-        with torch.no_grad():
+        with plain_autograd(self.device), torch.no_grad():
+            flat = usable(x if self.out_shape is None else x.reshape(-1))
             try:
                 with self._turn():  # as in raw, inline: one layer less between x and f
                     out = self.fn(flat)
             except RuntimeError as exc:
                 raise self._explained(flat, exc) from exc
-        self.calls.warm = True
+            self.calls.warm = True
+            self._checked_first(flat, out)
         return self._finite(self._shaped(flat, out))
+
+    def _checked_first(self, flat: torch.Tensor, out: Any) -> None:
+        """The library's first answer, checked against reverse mode along a random
+        direction: a wrong one raises ``WrongJacobian`` naming the strategy."""
+        if self.first_check is None or self.calls.checked:
+            return
+        wrong = self.first_check(flat, out)
+        if wrong:
+            raise WrongJacobian(
+                f"{self.strategy}: its Jacobian at this point is wrong: {wrong} (torch's "
+                "forward-mode AD is wrong for some operators, e.g. scatter_reduce 'prod'); "
+                "use a reverse-mode strategy: prepare(f, x, 'jacrev')"
+            )
+        self.calls.checked = True
 
     def _shaped(self, flat: torch.Tensor, out: torch.Tensor) -> torch.Tensor:
         """The library's Jacobian shaped ``f(x).shape + x.shape`` (a sparse matrix stays
@@ -205,7 +282,11 @@ class Prepared:
 
     def _explained(self, flat: torch.Tensor, exc: Exception | None) -> Exception:
         """An ``OutputMismatch`` where f's output at this point is not of the prepared shape
-        (the strategy's error names a reshape, not the cause); else ``exc`` as it was."""
+        (the strategy's error names a reshape, not the cause); an ``UnsupportedFunction``
+        where torch's error has a known cause; else ``exc`` as it was."""
+        known = _known_cause(exc)
+        if known is not None:
+            return known
         if self.out_shape is not None and self.value_fn is not None:
             try:
                 with torch.no_grad():
@@ -255,17 +336,43 @@ class Prepared:
         if self.both_fn is None and self.value_fn is None:
             raise TypeError(f"{self.strategy}: prepared without its function")
         self.check(x)
-        flat = x if self.out_shape is None else x.reshape(-1)
-        with torch.no_grad():
+        with plain_autograd(self.device), torch.no_grad():
+            flat = usable(x if self.out_shape is None else x.reshape(-1))
             try:
                 value, jac = self.raw_both(flat)
             except RuntimeError as exc:
                 raise self._explained(flat, exc) from exc
+            self._checked_first(flat, jac)
         if value.untyped_storage().data_ptr() == x.untyped_storage().data_ptr():
             value = value.clone()  # f returned (a view of) its input: not the caller's x
         if self.out_shape is not None:
             value = value.reshape(self.out_shape)
         return value, self._finite(self._shaped(flat, jac))
+
+
+# torch's words for an error whose cause is the caller's f, and what to say instead
+_CAUSES = (
+    (
+        "Inference tensors",
+        "f uses tensors made under torch.inference_mode() (a module built or loaded there?): "
+        "autograd cannot differentiate through them; make them outside it, or clone them "
+        "(module.to_empty / p.data = p.clone() under torch.inference_mode(False))",
+    ),
+    (
+        "mutate a captured Tensor",
+        "f writes into a tensor it captured (e.g. BatchNorm's running statistics in train "
+        "mode), which torch.func's transforms cannot differentiate: call model.eval(), or "
+        "use a strategy of plain autograd (prepare(f, x, 'autograd_loop'))",
+    ),
+)
+
+
+def _known_cause(exc: Exception | None) -> UnsupportedFunction | None:
+    text = str(exc) if exc is not None else ""
+    for words, why in _CAUSES:
+        if words in text:
+            return UnsupportedFunction(why)
+    return None
 
 
 class NonFiniteJacobian(RuntimeWarning):

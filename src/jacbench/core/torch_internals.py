@@ -23,16 +23,16 @@ from torch import fx
 CHECKED_ON = "2.13"  # torch's major.minor these were last checked with
 
 
-def aten_graph(fn: Callable, x: torch.Tensor) -> fx.GraphModule:
-    """``fn(x)`` as a graph of aten operations, traced on real tensors (torch 2.13's fake
-    tensors fail inside forward AD). Every node's ``meta["val"]`` holds a fake tensor of its
-    output's shape and strides."""
+def aten_graph(fn: Callable, *inputs: torch.Tensor) -> fx.GraphModule:
+    """``fn(*inputs)`` as a graph of aten operations, traced on real tensors (torch 2.13's
+    fake tensors fail inside forward AD). Every node's ``meta["val"]`` holds a fake tensor of
+    its output's shape and strides."""
     from torch.fx.experimental.proxy_tensor import make_fx
 
-    def one_argument(v: torch.Tensor) -> object:
-        return fn(v)
+    def arguments(*values: torch.Tensor) -> object:
+        return fn(*values)
 
-    return make_fx(one_argument)(x)
+    return make_fx(arguments)(*inputs)
 
 
 def trace_shapes_only(f: Callable, x: torch.Tensor) -> fx.GraphModule:
@@ -61,7 +61,7 @@ def fake_tensor(mode: Any, x: torch.Tensor) -> torch.Tensor:
 
 
 def inductor_compile(
-    graph: fx.GraphModule, x: torch.Tensor, options: dict, cache: bool = True
+    graph: fx.GraphModule, inputs: list[Any], options: dict, cache: bool = True
 ) -> Callable:
     """An aten graph compiled by inductor directly, without dynamo (nothing left to trace,
     no guards checked at each call), specialised to ``x``'s shape. Through inductor's
@@ -74,9 +74,9 @@ def inductor_compile(
     import torch._inductor
 
     if not cache:  # the plain way: no cache artefacts made (standalone_compile would warn)
-        return torch._inductor.compile(graph, [x], options=options)
+        return torch._inductor.compile(graph, inputs, options=options)
     return torch._inductor.standalone_compile(
-        graph, [x], dynamic_shapes="from_example_inputs", options={"config_patches": options}
+        graph, inputs, dynamic_shapes="from_example_inputs", options={"config_patches": options}
     )
 
 

@@ -9,19 +9,10 @@ costs about a forward pass of scipy work, which a dense Jacobian that fits does 
 
 By default (``compile`` on, ``upfront`` off) auto is tiered (``ladder``): ``prepare``
 returns at once with plain reverse-mode autograd (``double_backward`` by columns where
-forward mode fits, ``autograd_loop`` by rows otherwise: nothing to build, and nothing of
-torch's compiler imported, so a fresh process has its first Jacobian in milliseconds), and
-moves to each faster form (forward: its backward passes batched, then jacfwd_folded eager,
-then compiled; reverse: grads_batched, then jacrev_compiled) only once the calls since the
-last move have spent what building it is estimated to cost, its machinery's first import
-included (ski rental: each move costs at most twice the better choice made in hindsight).
-Estimates become this machine's measured costs once it has built them for the problem
-(remembered). The next form is built in a background thread while the calls go on in the
-current one (``background``), and swapped in when ready. ``prep.info.tier`` says where it
-is; ``prep.settled()`` moves to the last tier now. Each new tier's first answer is checked
-(``jacbench.core.tiers``), and a traced tier whose graph would be traced again before its
-calls paid for the trace goes back to the last tier that traces nothing
-(``on_retrace_storm``).
+forward mode fits, ``autograd_loop`` by rows otherwise: nothing to build, nothing of torch's
+compiler imported), and stays there until the caller settles it: ``prep.settled()`` builds
+the last tier that can be built here (compiled), now, in the caller's thread, and checks its
+first answer (``jacbench.core.tiers``). Nothing is built behind the caller's back.
 
 With ``upfront`` (or ``compile`` off) the candidates below are each prepared and timed
 briefly, leaving out those that need over PASS_RATIO times the passes of the other mode, and
@@ -38,8 +29,6 @@ from __future__ import annotations
 import functools
 import importlib
 import math
-import sys
-import time
 from collections.abc import Callable
 from dataclasses import asdict, dataclass, replace
 from enum import Enum
@@ -50,7 +39,7 @@ from jacbench.core import contention, decisions, sparsity
 from jacbench.core.agreement import disagreement
 from jacbench.core.interrupt import raise_if_interrupt
 from jacbench.core.memory_budget import sampled
-from jacbench.core.prepared import TORCH_STATE, Prepared
+from jacbench.core.prepared import Prepared
 from jacbench.core.problem import Problem
 from jacbench.core.strategy import Declared, Kind, Mode, StrategySkip, StrategySpec, strategy
 from jacbench.core.tiers import Stage, Tiered
@@ -84,14 +73,22 @@ class AutoOptions:
     calibration_time: float = 0.05  # seconds of timed calls per candidate
     cache: bool = True  # remember the decision across processes (jacbench.core.decisions)
     upfront: bool = False  # compile and calibrate every candidate now (long fits, benchmarks)
-    patience: float = 1.0  # tiered: compile once eager calls cost this x compiling's estimate
-    background: bool = True  # tiered: build the next tier in a thread while the calls go on
+    # tiered: None, move only at prep.settled(); a number, move at the call where the calls
+    # since the last move spent this times the next tier's cost to build (that call builds)
+    patience: float | None = None
+    background: bool = False  # builds in a thread of their own: no longer offered
 
     def __post_init__(self) -> None:
+        if self.background:
+            raise ValueError(
+                "background=True is no longer offered: a build beside the caller's code "
+                "reached its forward-mode AD, its exit and its forks; build at a point you "
+                "choose with prep.settled(), or let calls move with patience=<factor>"
+            )
+        if self.patience is not None and not (math.isfinite(self.patience) and self.patience >= 0):
+            raise ValueError(f"patience must be >= 0 (or null), got {self.patience}")
         if not (math.isfinite(self.calibration_time) and self.calibration_time > 0):
             raise ValueError(f"calibration_time must be > 0, got {self.calibration_time}")
-        if not (math.isfinite(self.patience) and self.patience >= 0):
-            raise ValueError(f"patience must be >= 0, got {self.patience}")
 
 
 SPARSE = ("sparse_jacfwd", "sparse_jacrev")
@@ -254,6 +251,11 @@ class Tier(str, Enum):
     COMPILED = "compiled"
 
 
+TRACED = (Tier.FOLDED, Tier.COMPILED)  # graphs traced once: a retrace storm leaves them
+# what building a tier is taken to cost, in seconds (``patience``'s yardstick)
+COST_ESTIMATES_S = {Tier.BATCHED: 0.3, Tier.FOLDED: 1.0, Tier.COMPILED: 3.0}
+
+
 class Decided(str, Enum):
     """How auto came to its choice (``PrepInfo.decided_by``)."""
 
@@ -321,47 +323,18 @@ def _key(problem: Problem, opts: AutoOptions) -> str:
     return decisions.key(problem, {**asdict(opts), "choices": choices})
 
 
-# What building a later tier is taken to cost until this machine has built it for this
-# problem (then the measured cost, remembered): on seed004 the folded graph took 0.2-0.4
-# CPU-s to trace once its machinery was imported, and compiling it 0.3 (inductor's cache
-# warm) to 2.3 (cold). Batched backward passes cost nothing to build but an import.
-COST_ESTIMATES_S = {Tier.BATCHED: 0.0, Tier.FOLDED: 0.4, Tier.COMPILED: 1.5}
-# The share of a call's time a tier is taken to save over the one before (jacbench.core.tiers:
-# the calls spend cost / saves before it is built): the batched passes halve the copies' time
-# on seed004 (2.6 -> 1.3 ms a call, float64); the others are taken to save most of it.
-SAVES_ESTIMATES = {Tier.BATCHED: 0.5}
-# What a tier's machinery costs to import the first time a process builds it (CPU-s here,
-# torch 2.13): autograd's shape check of batched gradients imports sympy (with torch's
-# symbolic shapes); tracing imports torch._dynamo (sympy with it); compiling adds inductor.
-SYMPY = "torch.fx.experimental.symbolic_shapes"
-IMPORTS: dict[Tier, tuple[str, ...]] = {
-    Tier.BATCHED: (SYMPY,),
-    Tier.FOLDED: (SYMPY, "torch._dynamo"),
-    Tier.COMPILED: (SYMPY, "torch._dynamo", "torch._inductor.compile_fx"),
-}
-IMPORT_ESTIMATES_S = {SYMPY: 0.27, "torch._dynamo": 0.75, "torch._inductor.compile_fx": 0.75}
-
-
-def imports_s(tier: Tier) -> float:
-    """What importing ``tier``'s machinery would cost in this process now (0 once done)."""
-    return sum(IMPORT_ESTIMATES_S[m] for m in IMPORTS.get(tier, ()) if m not in sys.modules)
-
-
 def ladder(problem: Problem) -> list[tuple[Tier, str, dict]]:
     """(tier, strategy, options) from the cheapest to build to the fastest per call. The
     first tier imports nothing more (plain reverse-mode autograd over copies of x run as one
     vmapped batch: a first Jacobian in milliseconds of a fresh process, where torch.func's
-    first call imports torch's compiler, ~1 CPU-s): by columns (reverse mode twice) where
-    forward mode would be picked, else by rows; the next batches the backward passes of one
-    x (on seed004 2.6 -> 1.3 ms a call, for sympy's import, 0.27 CPU-s)."""
+    first call imports torch's compiler): by columns (reverse mode twice) where forward mode
+    would be picked, else by rows; the next batches the backward passes of one x."""
     if too_large(problem) or problem.sparsity is not None:  # eager: plain autograd's passes
         name, options = ruled(problem, False)
         eager = (Tier.EAGER, name, {**options, "passes": eager_sparse_passes(problem)})
         return [eager, (Tier.COMPILED, *ruled(problem, True))]
     if problem.n_out >= problem.n_in:
-        # a retrace storm sends it back to the eager tier (jacbench.core.tiers); traced by
-        # reverse mode twice: built in a thread of its own, beside the caller's forward AD
-        storm = {"on_retrace_storm": "raise", "forward_ad": "never"}
+        storm = {"on_retrace_storm": "raise"}  # back to the eager tier (jacbench.core.tiers)
         return [
             (Tier.EAGER, "double_backward", {"copies": True}),
             (Tier.BATCHED, "double_backward", {"batched": True}),
@@ -391,60 +364,24 @@ def eager_sparse_passes(problem: Problem) -> str:
 
 
 def tiered(problem: Problem, opts: AutoOptions) -> Declared:
-    """The cheapest form now, each faster one once the calls have paid for building it,
-    built in the background (``opts.background``) while the calls go on."""
-    key = _key(problem, opts)
-    remembered = decisions.recall(key) if key else None
-    costs = dict(remembered.build_s) if remembered else {}
+    """The cheapest form now; ``prep.settled()`` builds the last one that can be built."""
     (tier, name, options), *later = ladder(problem)
     first = _prepare_named(name, problem, **options)
-
-    def built(tier: Tier, name: str, options: dict, make: Callable[[], Prepared]) -> Prepared:
-        for module in IMPORTS.get(tier, ()):  # timed apart: once a process
-            importlib.import_module(module)
-        start = time.perf_counter()
-        prep = make()  # never calls f: its first call is the caller's (checked)
-        costs[tier.value] = time.perf_counter() - start
-        if key:
-            decisions.remember(key, decisions.Decision(name, options, dict(costs)))
-        return prep
-
-    def stage(tier: Tier, name: str, options: dict) -> Stage:
-        cost = opts.patience * costs.get(tier.value, COST_ESTIMATES_S[tier])
-        imports = functools.partial(_patient_imports, opts.patience, tier)
-        saves = SAVES_ESTIMATES.get(tier, 1.0)
-        if name != "jacfwd_folded":  # a StrategySkip ends the moves
-            make = functools.partial(_prepare_named, name, problem, **options)
-            build = functools.partial(built, tier, name, options, make)
-            return Stage(tier.value, build, cost, imports, saves=saves)
-
-        def ready() -> Callable[[], Prepared]:  # the caller's thread: f is run (and traced)
-            from jacbench.strategies import compiled, folded  # the folded tiers' alone
-
-            given = compiled.traced_f(problem)
-            spec = candidate(name)
-
-            def make() -> Prepared:  # another thread: f's graph is run, never f
-                with torch.no_grad():
-                    declared = folded.build(problem, spec.make_options(dict(options)), given)
-                return spec.wrap(problem, declared)
-
-            return lambda: built(tier, name, options, make)
-
-        def preload() -> None:  # another thread, before ready: the tracer's imports
-            with TORCH_STATE:  # no other trace or first call of jacbench's meanwhile
-                for module in IMPORTS.get(tier, ()):
-                    importlib.import_module(module)
-
-        return Stage(tier.value, _unready, cost, imports, ready, preload, traced=True, saves=saves)
-
-    stages = [stage(t, n, o) for t, n, o in later]
+    stages = [
+        Stage(
+            t.value,
+            functools.partial(_prepare_named, n, problem, **o),
+            traced=t in TRACED,
+            cost_s=COST_ESTIMATES_S[t],
+        )
+        for t, n, o in later
+    ]
     f = problem.f if problem.batch == 1 else problem.f_many
 
     def check(x: torch.Tensor, jacobian: object) -> str:
         return disagreement(f, x, jacobian, problem.n_out)
 
-    tiers = Tiered(first, tier.value, stages, check, problem.x, background=opts.background)
+    tiers = Tiered(first, tier.value, stages, check, problem.x, opts.patience)
     info = replace(first.info, decided_by=Decided.RULE.value)
     return Declared(
         tiers.jac,
@@ -461,14 +398,6 @@ def _finite_entries(tiers: Tiered, out: torch.Tensor) -> torch.Tensor:
     tier's pattern; all for the others): each tier's Jacobian has the same entries."""
     entries = tiers.current.finite_entries
     return out if entries is None else entries(out)
-
-
-def _unready() -> Prepared:
-    raise RuntimeError("a stage built before it was readied")
-
-
-def _patient_imports(patience: float, tier: Tier) -> float:
-    return patience * imports_s(tier)
 
 
 def ruled(problem: Problem, compile: bool) -> tuple[str, dict]:

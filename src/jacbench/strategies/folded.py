@@ -18,7 +18,7 @@ from jacbench.core.blocks import by_blocks
 from jacbench.core.problem import Problem
 from jacbench.core.strategy import Declared, Kind, Mode, strategy
 from jacbench.strategies import func
-from jacbench.strategies.compiled import COMPILE_MODES, STORMS, TracedF, Ways, retraced
+from jacbench.strategies.compiled import COMPILE_MODES, STORMS, Ways, retraced
 from jacbench.strategies.func import per_point
 
 FORWARD_AD = ("fallback", "never", "always")
@@ -33,8 +33,8 @@ class FoldedOptions:
     on_retrace_storm: str = "warn"
     # when to trace forward mode through forward-mode AD (torch.func.jacfwd) rather than
     # as reverse mode twice: "fallback" where f's backward pass cannot be differentiated,
-    # "never" (forward AD is process-wide in torch: traced in a thread of its own, as auto
-    # builds its tiers, it would collide with forward AD in the caller's thread), "always"
+    # "never", "always" (torch's forward AD is wrong for a few operators: reverse mode twice
+    # is the default)
     forward_ad: str = "fallback"
 
     def __post_init__(self) -> None:
@@ -110,22 +110,19 @@ def jacfwd_folded(problem: Problem, opts: FoldedOptions):
     return build(problem, opts)
 
 
-def build(problem: Problem, opts: FoldedOptions, given: TracedF | None = None) -> Declared:
-    """``jacfwd_folded``'s Jacobian; ``given``: f's graph and what f reads, made in the
-    caller's thread where this runs in another (``jacbench.strategies.compiled.traced_f``)."""
+def build(problem: Problem, opts: FoldedOptions) -> Declared:
+    """``jacfwd_folded``'s Jacobian."""
     both = retraced(
         problem,
         transforms(problem, opts.forward_ad, opts.compile),
         opts.compile,
         opts.mode,
         opts.on_retrace_storm,
-        given,
     )
 
     def value_and_jac(x: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
         value, jac = both(x)
         return value, jac
 
-    # no forward AD at its calls (the graph is aten operations; tracing again takes turns by
-    # itself): a caller's calls never wait for a trace or compile in another thread
+    # no forward AD at its calls: the graph is aten operations
     return Declared(lambda x: both(x)[1], value_and_jac=value_and_jac, serial=False)

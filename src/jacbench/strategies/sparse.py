@@ -21,14 +21,14 @@ from typing import Any
 
 import torch
 
-from jacbench.core import directional, sparsity
+from jacbench.core import sparsity
 from jacbench.core.errors import ConfigError
 from jacbench.core.numerics import tolerance
 from jacbench.core.problem import Problem
 from jacbench.core.sparsity import Pattern
 from jacbench.core.strategy import Declared, Kind, Mode, PrepInfo, StrategySkip, strategy
 from jacbench.strategies import autograd
-from jacbench.strategies.compiled import compile_checked, retraced
+from jacbench.strategies.compiled import compile_checked
 from jacbench.strategies.finite_diff import FdOptions, step_size, steps
 from jacbench.strategies.func import per_point
 
@@ -234,14 +234,7 @@ def _read_back(
     of the compiled graph: on burgers n=4096 inductor's indirect indexing took the call from
     0.094 ms (passes alone) to 0.285; the index read-back outside costs 0.04."""
     many = per_point(problem, compressed)
-    passes = many
-    if opts.compile:  # traced and compiled by inductor (no guards to check at each call),
-        try:  # else by dynamo, which follows Python branching on values by recompiling
-            passes = retraced(problem, many, compile=True)
-            if not _same_elsewhere(passes, many, problem):  # the trace froze a value
-                passes = compile_checked(many, problem.x)
-        except StrategySkip:
-            passes = compile_checked(many, problem.x)
+    passes = compile_checked(many, problem.x) if opts.compile else many  # dynamo's guards
     return lambda x: passes(x).flatten(-2).index_select(-1, index)
 
 
@@ -318,21 +311,6 @@ def _per_colour(
 def _per_point(problem: Problem, stacked: torch.Tensor) -> torch.Tensor:
     """(B, n_colors, K) as the compressed passes give it: per point, or one point's."""
     return stacked if problem.batch > 1 else stacked[0]
-
-
-def _same_elsewhere(traced: Callable, eager: Callable, problem: Problem) -> bool:
-    """Whether a traced graph gives what ``eager`` does at random points: a graph traced
-    with real values can hold one that f computed from them (``x * nonzero(x > 0).numel()``
-    gave 4x the Jacobian at new points), which the check at the prepared point cannot see."""
-    allowed = tolerance(problem.dtype, Kind.EXACT)
-    for point in directional.random_points(problem.x, 2, seed=3):
-        want, got = eager(point), traced(point)
-        scale = float(torch.linalg.norm(want.nan_to_num())) or 1.0
-        if not float(torch.linalg.norm((got - want).nan_to_num(nan=0.0))) <= allowed * scale:
-            return False
-        if not torch.equal(torch.isnan(got), torch.isnan(want)):
-            return False
-    return True
 
 
 @strategy(Kind.EXACT, Mode.FORWARD, options=SparseOptions, batch=True)

@@ -1,0 +1,147 @@
+"""A Jacobian graph made from f as dynamo captures it, kept valid by dynamo's guards.
+
+A graph traced once freezes what f read while it was traced: a module's attribute, a
+closure's number, a global, a namespace's field, a hook. jacbench does not walk f's objects
+to see what changed (such a walk always had holes); dynamo does this for torch.compile and
+keeps it up: ``torch.compile(f, backend=..., fullgraph=True)`` hands the backend f's graph
+with every tensor f reads (its input, parameters, buffers, closure and global tensors) as
+graph inputs, read afresh at each call, and guards on everything else it specialised to.
+
+The backend here turns f's graph into the graph of ``(f(x), J(x))`` (``make``: traced,
+folded, compiled) over the same inputs, runs that instead of f's graph, and leaves the
+Jacobian for the call to pick up. A guard that fails makes dynamo capture f again (the
+backend is called again); f that cannot be captured whole (a graph break: ``.item()``, a
+branch on a value, an unsupported call) raises, and so does a function captured again at
+too many calls: the caller then uses an untraced form, which reads everything at each call.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+import types
+import warnings
+from collections.abc import Callable
+from typing import Any
+
+import torch
+
+from jacbench.core.errors import RetraceStorm
+
+# (f's graph over its inputs, the inputs, x's index among them, the call's whole x)
+#   -> (x, *other inputs) -> (f(x), J(x))
+Make = Callable[
+    [Callable[..., Any], tuple[torch.Tensor, ...], int, torch.Tensor], Callable[..., Any]
+]
+RETRACE_WARNING = 4  # captures after the first at which a warning says what keeps changing
+CHANGING = (
+    "a parameter, attribute, closure variable or global that f reads keeps changing; make "
+    "the value an input of f, or use an eager strategy (jacfwd, jacrev), which reads it at "
+    "each call"
+)
+
+
+class NotCaptured(RuntimeError):
+    """f could not be captured whole by dynamo at this call (why: the message)."""
+
+
+def own_entry(fn: Callable) -> Callable:
+    """``fn`` called from a function with a code object of its own: dynamo keeps at most a
+    few versions per code object, and every prepared Jacobian then has its own."""
+
+    def entry(v: torch.Tensor) -> object:
+        return fn(v)
+
+    code = entry.__code__.replace()  # a copy: a new code object
+    return types.FunctionType(code, entry.__globals__, entry.__name__, None, entry.__closure__)
+
+
+class Guarded:
+    """``(f(x), J(x))`` by the graph ``make`` builds from dynamo's capture of ``f`` at
+    ``point(x)``; captured again wherever dynamo's guards fail. ``storm="raise"``: a capture
+    again before the calls since the last one spent what it cost raises ``RetraceStorm``
+    (tracing would cost more than it saves); "warn": said once, and captured again."""
+
+    def __init__(
+        self,
+        f: Callable[[torch.Tensor], Any],
+        point: Callable[[torch.Tensor], torch.Tensor],
+        make: Make,
+        storm: str = "warn",
+    ) -> None:
+        self.point, self.make, self.storm = point, make, storm
+        self.captures, self.trace_s, self.since_s, self.warned = 0, 0.0, 0.0, False
+        self._call = threading.local()  # this thread's call: its x, point and answer
+        self._compiled = torch.compile(
+            own_entry(f), backend=self._backend, fullgraph=True, dynamic=False
+        )
+
+    def __call__(self, x: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        call = self._call
+        call.x, call.point, call.out, call.storm = x, self.point(x), None, None
+        try:
+            with warnings.catch_warnings():
+                warnings.simplefilter("ignore", FutureWarning)  # inductor's own deprecations
+                self._compiled(call.point)
+        except Exception as exc:
+            if call.storm is not None:
+                raise call.storm from None
+            reason = " ".join(str(exc).split())[:300]
+            raise NotCaptured(f"{type(exc).__name__}: {reason}") from exc
+        finally:
+            out, call.x, call.point, call.out = call.out, None, None, None
+        if out is None:  # f ran without the graph: no Jacobian was made
+            raise NotCaptured("f ran outside a captured graph")
+        return out
+
+    def _backend(self, gm: torch.fx.GraphModule, inputs: list[Any]) -> Callable:
+        """dynamo's backend: f's graph -> a callable that computes the Jacobian as well."""
+        call = self._call
+        index = [k for k, t in enumerate(inputs) if t is call.point]
+        if len(index) != 1:
+            raise NotCaptured("f's graph does not take its input as one tensor")
+        if self.captures:
+            self._again()
+        k = index[0]
+        start = time.perf_counter()
+
+        def f_of(*args: torch.Tensor) -> Any:
+            (value,) = gm(*args)  # one output: f's value
+            return value
+
+        if len(_outputs(gm)) != 1:
+            raise NotCaptured("f's graph has outputs besides f's value (it changes state)")
+        run = self.make(f_of, tuple(inputs), k, call.x)
+        self.captures += 1
+        self.trace_s, self.since_s = time.perf_counter() - start, 0.0
+
+        def jacobian_instead(*args: torch.Tensor) -> tuple[torch.Tensor]:
+            begin = time.perf_counter()
+            value, jac = run(call.x, *args[:k], *args[k + 1 :])
+            self.since_s += time.perf_counter() - begin
+            call.out = (value, jac)
+            return (value,)  # f's return value, read by no one: the call returns call.out
+
+        return jacobian_instead
+
+    def _again(self) -> None:
+        """A capture after the first: a storm raises or warns (``storm``)."""
+        if self.storm == "raise" and self.since_s < self.trace_s:
+            self._call.storm = RetraceStorm(
+                f"the Jacobian's graph would be traced again after {self.since_s * 1e3:.2g} "
+                f"ms of calls, where tracing it took {self.trace_s:.2g} s: {CHANGING}"
+            )
+            raise self._call.storm
+        if self.captures >= RETRACE_WARNING and not self.warned:
+            self.warned = True
+            warnings.warn(
+                f"the Jacobian's graph was traced again {self.captures} times: {CHANGING}",
+                RuntimeWarning,
+                stacklevel=2,
+            )
+
+
+def _outputs(gm: torch.fx.GraphModule) -> tuple[Any, ...]:
+    output = next(n for n in gm.graph.nodes if n.op == "output")
+    out = output.args[0]
+    return tuple(out) if isinstance(out, (tuple, list)) else (out,)
