@@ -8,7 +8,7 @@ import matplotlib.pyplot as plt
 import pandas as pd
 
 from jacbench.record.parquet import read_results
-from jacbench.report import analysis, grid, heatmaps, plots
+from jacbench.report import analysis, environment, grid, heatmaps, plots
 from jacbench.report.display import NOISY, NOISY_LEGEND, legend_if_unsettled
 from jacbench.report.problems import normalise, problems
 from jacbench.report.render import Document
@@ -114,3 +114,6 @@ def write_report(source: Path | pd.DataFrame, out: Path) -> list[Path]:
     if absent:
         doc.paragraph("Not drawn (no data for them in this result set): " + "; ".join(absent))
     return [*doc.write(out), *written]
+    doc.heading("Environment")
+    doc.paragraph("Where the rows were measured (compare ratios, not times, across lines):")
+    doc.table(environment.HEADER, environment.environment_lines(rows))

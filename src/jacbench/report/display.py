@@ -227,10 +227,11 @@ def _measured_rows(result: Result) -> list[tuple[str, str]]:
             (
                 "median time",
                 f"{time_text(dataclasses.asdict(result))}  (95% interval of the median; "
-                f"IQR {_in_unit_of(result.time_iqr_s, result.time_median_s)})"
-                + (f"  [yellow]noisy: {result.timing_warning}[/]" if result.timing_warning else ""),
+                f"IQR {_in_unit_of(result.time_iqr_s, result.time_median_s)})",
             )
         )
+        if result.timing_warning:  # a line of its own, wrapped: never a 160-column row
+            rows.append(("noisy", f"[yellow]{' '.join(result.timing_warning.split())}[/]"))
     if result.n_timed is not None:
         blocks = "" if result.n_blocks is None else f" in {result.n_blocks} blocks"
         rows.append(("timed calls", f"{result.n_timed}{blocks}  ({result.threads} thread(s))"))
@@ -261,6 +262,9 @@ def _measured_rows(result: Result) -> list[tuple[str, str]]:
     return rows
 
 
+VALUE_WIDTH = 100  # a single run's table: at most ~120 columns whatever a value holds
+
+
 def result_table(result: Result, with_reason: bool = True) -> Table:
     """One job, one field per line: what was measured and how far it can be trusted. Only
     what is known is shown; ``with_reason=False`` leaves the failure reason to the caller's
@@ -269,7 +273,7 @@ def result_table(result: Result, with_reason: bool = True) -> Table:
         title=f"jacbench: {result.variant or result.strategy} on {result.model}", show_header=False
     )
     table.add_column("field", style="bold")
-    table.add_column("value")
+    table.add_column("value", max_width=VALUE_WIDTH)  # long values wrap, the table stays narrow
     style = STATUS_STYLE.get(result.status, "")
     named = result.device_name and result.device_name != result.device
     device = result.device + (f" ({result.device_name})" if named else "")

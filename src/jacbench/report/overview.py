@@ -14,6 +14,7 @@ from pathlib import Path
 
 import pandas as pd
 
+from jacbench.record import variant
 from jacbench.record.markdown import markdown_safe
 from jacbench.report.analysis import RULE, Recommendation, recommend
 from jacbench.report.display import factor_text, time_text
@@ -26,6 +27,8 @@ TABLE_COLUMNS = [
     "model",
     "dtype",
     "time_median_ms",
+    "time_ci_low_ms",  # the 95% interval of the median that every verdict compares
+    "time_ci_high_ms",
     "err_eps",
     "within_tol",
     "status",
@@ -34,6 +37,7 @@ TABLE_COLUMNS = [
     "device",
     "rel_err",
     "error_message",
+    "round",  # first, or side_by_side: a preset's re-timing of two
 ]
 
 
@@ -95,7 +99,13 @@ def chart_sections(rows: pd.DataFrame) -> list[str]:
 
 def jobs_table(rows: pd.DataFrame) -> pd.DataFrame:
     """One line per job with readable units; JSON-safe for ``MlflowClient.log_table``."""
-    table = rows.assign(time_median_ms=rows["time_median_s"] * 1e3)
+    ms = {
+        f"{name}_ms": pd.to_numeric(rows[f"{name}_s"], errors="coerce") * 1e3
+        for name in ("time_median", "time_ci_low", "time_ci_high")
+        if f"{name}_s" in rows
+    }
+    names = [variant.of_row(r) for r in rows.to_dict("records")]  # the one label
+    table = rows.assign(**ms, strategy=pd.Series(names, index=rows.index, dtype=object))
     table = table[[c for c in TABLE_COLUMNS if c in table.columns]].copy()
     for name in table.columns:  # JSON: plain objects, None for missing values
         table[name] = table[name].astype(object).where(table[name].notna(), None)
