@@ -188,7 +188,8 @@ def test_figures_are_200_dpi_png_with_an_svg_and_a_set_display_width(report):
     assert set(widths) == set(figures)
     markdown = (out / "report.md").read_text()
     for name, fig in figures.items():
-        assert png_width(out / f"{name}.png") == round(fig.get_figwidth() * 200), name
+        # Agg truncates the pixel width (6.548 in at 200 dpi: 1309 px, not 1310)
+        assert abs(png_width(out / f"{name}.png") - fig.get_figwidth() * 200) < 1, name
         assert (out / f"{name}.svg").read_text().lstrip().startswith("<?xml")
         assert widths[name] == plots.display_width(fig) <= PAGE_PX
         assert f"]({name}.png)" in markdown and "<img" not in markdown  # MLflow shows tags

@@ -197,7 +197,7 @@ def test_every_cell_text_stays_in_its_cell_and_no_text_is_cut(found, name):
 
 def test_a_tie_is_labelled_with_both_strategies(found):
     fig = heatmaps.heat_maps(*found)["map_winner"]
-    labels = {t.get_text() for ax in fig.axes for t in ax.texts}
+    labels = {t.get_text().split("\n")[0] for ax in fig.axes for t in ax.texts}
     assert "JF/JR" in labels or "JR/JF" in labels
     assert "JF" in labels and "JR" in labels
 
@@ -432,3 +432,51 @@ def test_auto_against_the_best_reads_the_pairs_own_timing_at_a_slower_moment():
     against = grid.auto_against_best(cell_rows)
     assert str(against.best["strategy"]) == "jacrev"
     assert against.regret == pytest.approx(1.29 / 1.28) and not against.loses
+
+
+def _texts(fig) -> list[str]:
+    FigureCanvasAgg(fig)
+    fig.canvas.draw()
+    return [t.get_text() for t in drawn_texts(fig)]
+
+
+def _hatched(fig) -> int:
+    return sum(1 for ax in fig.axes for p in ax.patches if p.get_hatch())
+
+
+def test_every_unsettled_cell_is_drawn_hatched_with_its_reason_and_no_ratio(found):
+    """Issue 57: the map drew unsettled ratios in the colours of settled ones. (4, 4) has its
+    modes tied (jacfwd 1.0 ms vs jacrev 1.01): no ratio there, the reason in its place."""
+    axes, cells = found
+    tied = cell(cells, "map_dense", 4, 4)
+    assert tied.modes_why == "tied" and tied.winner_why == "tied"
+    figures = heatmaps.heat_maps(axes, cells)
+    ratio_texts = _texts(figures["map_forward_over_reverse"])
+    assert f"{tied.forward_over_reverse:.2g}" not in ratio_texts  # 0.99: not shown
+    assert ratio_texts.count("tied") == 2  # one per family
+    assert _hatched(figures["map_forward_over_reverse"]) == 2
+    winner_texts = _texts(figures["map_winner"])
+    assert sum(text.endswith("\ntied") for text in winner_texts) == 2
+    assert _hatched(figures["map_winner"]) == 2
+
+
+def test_the_regret_map_shows_no_unsettled_value_below_the_bound_and_marks_a_settled_one():
+    """Issue 57: auto drawn five times faster than the best it chooses among (0.13-0.33),
+    unframed, as a result. Unsettled: greyed with the reason; settled: an artefact."""
+    rows = map_rows(models=("map_dense",))
+    at = (rows["n_in"] == 4) & (rows["n_out"] == 64)
+    auto = rows["strategy"] == "auto"
+    wide = ["time_median_s", "time_ci_low_s", "time_ci_high_s"]
+    rows.loc[auto & at, wide] = [0.2e-3, 0.1e-3, 1.2e-3]  # best jacfwd 1.0 ms: overlapping
+    rows.loc[auto & at, [c.replace("time", "cpu") for c in wide]] = [0.2e-3, 0.1e-3, 1.2e-3]
+    axes, cells = grid.cells(rows)
+    fast = cell(cells, "map_dense", 4, 64)
+    assert fast.regret == pytest.approx(0.2) and fast.regret_why == "tied"
+    texts = _texts(heatmaps.regret(axes, cells))
+    assert "0.20" not in " ".join(texts) and "tied" in texts
+    rows.loc[auto & at, wide] = [0.2e-3, 0.19e-3, 0.21e-3]  # now settled faster
+    axes, cells = grid.cells(rows)
+    assert cell(cells, "map_dense", 4, 64).regret_artefact
+    texts = _texts(heatmaps.regret(axes, cells))
+    assert f"0.20 {heatmaps.ARTEFACT}" in texts
+    assert any("measurement artefact" in text for text in texts)  # the legend says what it is

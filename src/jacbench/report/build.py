@@ -25,16 +25,18 @@ CAPTIONS = {
     "time_vs_shape": "Best forward- and reverse-mode time against N/M",
     "sparsity_pattern": "Nonzeros of a Jacobian computed by a sparse strategy, with its colours",
     "map_winner": (
-        "The settled winner per cell of the sweep's two axes (auto left out; hatched: tied, "
-        "labelled with the best two; dashed: M = N)"
+        "The settled winner per cell of the sweep's two axes (auto left out; grey and hatched: "
+        "not settled, labelled with the best two and why; dashed: M = N)"
     ),
     "map_forward_over_reverse": (
         "Best forward-mode over best reverse-mode time per cell (blue: forward faster; framed "
-        "and bold: settled by the rule)"
+        "and bold: settled by the rule; grey and hatched: not settled, why in place of a ratio)"
     ),
     "map_auto_regret": (
         f"auto's time over the best exact strategy's per cell (framed: auto settled slower by "
-        f"more than {grid.REGRET_BOUND:.2f}x)"
+        f"more than {grid.REGRET_BOUND:.2f}x; hatched: not settled, and below "
+        f"{1 / grid.REGRET_BOUND:.2f} greyed, why in place of a value; a settled value below "
+        "it is marked a measurement artefact)"
     ),
 }
 
@@ -113,7 +115,7 @@ def write_report(source: Path | pd.DataFrame, out: Path) -> list[Path]:
         )
     if absent:
         doc.paragraph("Not drawn (no data for them in this result set): " + "; ".join(absent))
-    return [*doc.write(out), *written]
     doc.heading("Environment")
     doc.paragraph("Where the rows were measured (compare ratios, not times, across lines):")
     doc.table(environment.HEADER, environment.environment_lines(rows))
+    return [*doc.write(out), *written]

@@ -19,7 +19,7 @@ import pandas as pd
 from jacbench.core.enums import Kind
 from jacbench.report.analysis import best_of_each_mode, recommend
 from jacbench.report.problems import moments, standing
-from jacbench.timing.rule import Order, verdict
+from jacbench.timing.rule import Order, verdict, why_unsettled
 
 AXES = ("n_in", "n_out")  # preferred axes: the Jacobian's columns and rows
 FAMILY_KEYS = ["model", "dtype", "device", "wrt", "batch"]
@@ -83,6 +83,17 @@ class Cell:
     dtype: str = ""
     # auto ran the best exact strategy itself: a loss is then two jobs of the same code
     auto_ran_best: bool = False
+    # why an order is not settled, in a word (``rule.why_unsettled``: tied, waited, no
+    # interval; "the same code" where auto and the strategy it ran disagree): "" if settled
+    winner_why: str = ""
+    modes_why: str = ""
+    regret_why: str = ""
+
+    @property
+    def regret_artefact(self) -> bool:
+        """auto settled faster than the best strategy it chooses among by more than
+        REGRET_BOUND: a value auto cannot reach, so a measurement artefact."""
+        return self.regret is not None and not self.regret_why and self.regret < 1 / REGRET_BOUND
 
 
 def _fastest(ranked: pd.DataFrame) -> pd.Series | None:
@@ -101,6 +112,11 @@ class AutoAgainstBest:
 
     @property
     def regret(self) -> float:
+        """auto's time over the best's, on the basis the rule compared them by where it
+        settles their order (CPU time on a busy machine), else their wall medians."""
+        found = verdict(self.auto, self.best)
+        if found.decided and found.ratio:
+            return float(found.ratio)
         return float(self.auto["time_median_s"] / self.best["time_median_s"])
 
     @cached_property
@@ -137,17 +153,30 @@ def auto_against_best(rows: pd.DataFrame) -> AutoAgainstBest | None:
     return AutoAgainstBest(*moments(rows).pair(auto["label"], best["label"]))
 
 
+def _winner_why(rows: pd.DataFrame, best: str | None, runner: str | None, text: str) -> str:
+    """Why best is not settled ahead of runner, in a word."""
+    if not best or not runner or not text:
+        return ""
+    if text.startswith("the measurements disagree"):
+        return "the same code"
+    return why_unsettled(verdict(*moments(rows).pair(best, runner)).order) or "tied"
+
+
 def _cell(family: str, x: float, y: float, rows: pd.DataFrame) -> Cell:
     others = rows[rows["strategy"] != AUTO]
     rec = recommend(family, others)
     winner = rec.best if rec.best and not rec.unsettled else ""
     tied = (rec.best, rec.runner_up) if rec.best and rec.unsettled and rec.runner_up else ()
-    ratio, modes_settled = None, False
+    ratio, modes_settled, modes_why = None, False, ""
     if (modes := best_of_each_mode(others)) is not None:
         forward, reverse = modes
-        ratio = float(forward["time_median_s"] / reverse["time_median_s"])
-        modes_settled = verdict(forward, reverse).decided
+        modes_found = verdict(forward, reverse)
+        modes_settled = modes_found.decided
+        modes_why = why_unsettled(modes_found.order)
+        ratio = modes_found.ratio if modes_settled else None
+        ratio = ratio or float(forward["time_median_s"] / reverse["time_median_s"])
     against = auto_against_best(rows)
+    regret_why = "" if against is None else why_unsettled(against.order)
     return Cell(
         family,
         x,
@@ -162,6 +191,9 @@ def _cell(family: str, x: float, y: float, rows: pd.DataFrame) -> Cell:
         against is not None and against.order == Order.CONTENDED,
         str(rows["dtype"].iloc[0]) if "dtype" in rows and len(rows) else "",
         against is not None and against.ran_best,
+        _winner_why(others, rec.best, rec.runner_up, rec.unsettled),
+        modes_why,
+        regret_why,
     )
 
 

@@ -48,6 +48,7 @@ SHORT = {
     "analytic": "AN",
 }
 TIE_COLOR = "0.85"
+UNSETTLED_HATCH = "//"  # over every cell whose order the rule does not settle, with its reason
 LEGEND_ENTRY_IN = 2.3  # width of one legend entry ("JFf = jacfwd_folded")
 EMPTY_COLOR = "white"
 
@@ -144,7 +145,8 @@ def winners(axes: tuple[str, str], cells: list[Cell]) -> Figure | None:
             if c.winner:
                 fill, hatch, label = colour[c.winner], None, short(c.winner)
             elif c.tied:
-                fill, hatch, label = TIE_COLOR, "//", "/".join(short(t) for t in c.tied)
+                fill, hatch = TIE_COLOR, UNSETTLED_HATCH
+                label = "/".join(short(t) for t in c.tied) + f"\n{c.winner_why or 'tied'}"
             else:
                 fill, hatch, label = EMPTY_COLOR, None, "-"
             ax.add_patch(
@@ -154,10 +156,18 @@ def winners(axes: tuple[str, str], cells: list[Cell]) -> Figure | None:
         _frame(ax, family, xs, ys, axes)
         _diagonal(ax, xs, ys)
     handles: list[Artist] = [Patch(facecolor=colour[n], label=f"{short(n)} = {n}") for n in names]
-    handles.append(Patch(facecolor=TIE_COLOR, hatch="//", label="tied: no settled winner"))
+    handles.append(_unsettled_entry("no settled winner"))
     handles.append(_diagonal_entry())
     figure_legend(fig, handles, ncols=max(1, int(fig.get_figwidth() / LEGEND_ENTRY_IN)))
     return finish(fig)
+
+
+def _unsettled_entry(what: str) -> Patch:
+    return Patch(
+        facecolor=TIE_COLOR,
+        hatch=UNSETTLED_HATCH,
+        label=f"hatched: {what} (why: tied, waited = timed while waiting for a core, no interval)",
+    )
 
 
 def _colour_panels(
@@ -169,7 +179,12 @@ def _colour_panels(
     label: str,
     mark,
     text,
+    why=lambda c: "",
+    withheld=lambda c: False,
 ) -> Figure:
+    """One colour panel per family. ``why(c)``: why the cell's order is not settled ("" if
+    it is): such a cell is hatched; ``withheld(c)``: its value is not shown as a result at
+    all (greyed, hatched, the reason in its place)."""
     families = _by_family(cells)
     fig, axs = _panels(list(families))
     mapper = plt.cm.ScalarMappable(norm=norm, cmap=cmap)
@@ -177,13 +192,30 @@ def _colour_panels(
         xs, ys = _grid(found)
         grid = np.full((len(ys), len(xs)), np.nan)
         for c in found:
-            grid[ys.index(c.y), xs.index(c.x)] = value(c) if value(c) is not None else np.nan
+            shown = value(c) is not None and not withheld(c)
+            grid[ys.index(c.y), xs.index(c.x)] = value(c) if shown else np.nan
         ax.imshow(grid, origin="lower", cmap=cmap, norm=norm, aspect="auto")
         for c in found:
             i, j = xs.index(c.x), ys.index(c.y)
             v = value(c)
             if v is None:
                 _text(ax, i, j, "-")
+                continue
+            if why(c):
+                ax.add_patch(
+                    Rectangle(
+                        (i - 0.5, j - 0.5),
+                        1,
+                        1,
+                        facecolor=TIE_COLOR if withheld(c) else "none",
+                        hatch=UNSETTLED_HATCH,
+                        ec="0.45",
+                        lw=0,
+                        zorder=2,
+                    )
+                )
+            if withheld(c):
+                _text(ax, i, j, why(c), fill=TIE_COLOR)
                 continue
             weight = "bold" if mark(c) else "normal"
             r, g, b, a = mapper.to_rgba(v)  # one value's colour: four floats
@@ -218,15 +250,21 @@ def forward_over_reverse(axes: tuple[str, str], cells: list[Cell]) -> Figure | N
         "best forward / best reverse (time)",
         lambda c: c.modes_settled,
         lambda c: f"{c.forward_over_reverse:.2g}",
+        why=lambda c: "" if c.modes_settled else c.modes_why or "tied",
+        withheld=lambda c: not c.modes_settled,  # no ratio shown unless settled
     )
     figure_legend(
         fig,
         [
             Patch(fc="white", ec="black", lw=2, label="settled by the rule (framed, bold)"),
+            _unsettled_entry("not settled, no ratio shown"),
             _diagonal_entry(),
         ],
     )
     return finish(fig)
+
+
+ARTEFACT = "(artefact)"
 
 
 def regret(axes: tuple[str, str], cells: list[Cell]) -> Figure | None:
@@ -247,20 +285,30 @@ def regret(axes: tuple[str, str], cells: list[Cell]) -> Figure | None:
         "PuOr_r",
         "auto / best exact (time)",
         lambda c: c.auto_loses,
-        lambda c: f"{c.regret:.2f}",
+        lambda c: f"{c.regret:.2f}" + (f" {ARTEFACT}" if c.regret_artefact else ""),
+        why=lambda c: c.regret_why,
+        # below 1/REGRET_BOUND, auto beats every strategy it chooses among: shown only where
+        # settled (and then marked an artefact), never as an unsettled value
+        withheld=lambda c: bool(c.regret_why) and (c.regret or 1.0) < 1 / REGRET_BOUND,
     )
-    figure_legend(
-        fig,
-        [
+    entries: list[Artist] = [
+        Patch(
+            fc="white",
+            ec="black",
+            lw=2,
+            label=f"auto settled slower by more than {REGRET_BOUND:.2f}x (framed)",
+        ),
+        _unsettled_entry(f"not settled (below {1 / REGRET_BOUND:.2f}: no value shown)"),
+    ]
+    if any(c.regret_artefact for c in found):
+        entries.append(
             Patch(
                 fc="white",
-                ec="black",
-                lw=2,
-                label=f"auto settled slower by more than {REGRET_BOUND:.2f}x (framed)",
-            ),
-            _diagonal_entry(),
-        ],
-    )
+                label=f"{ARTEFACT} below {1 / REGRET_BOUND:.2f}: auto runs one of the "
+                "strategies it beats, so a measurement artefact",
+            )
+        )
+    figure_legend(fig, [*entries, _diagonal_entry()])
     return finish(fig)
 
 

@@ -319,6 +319,19 @@ def ranking_seconds(row: Mapping[str, object], loaded: bool) -> float | None:
     return _number(row.get("time_median_s"))
 
 
+# What an unsettled order is, in a word a figure's cell can hold.
+UNSETTLED_WHY = {
+    Order.TIED: "tied",
+    Order.CONTENDED: "waited",
+    Order.UNKNOWN: "no interval",
+}
+
+
+def why_unsettled(order: Order) -> str:
+    """The word for an order the rule does not settle ("" for a settled one)."""
+    return UNSETTLED_WHY.get(order, "")
+
+
 def unsettled(best: Mapping[str, object], runner: Mapping[str, object]) -> str:
     """Why ``best`` (the lower median) is not shown to beat ``runner`` by the rule, with both
     figures; "" when it is."""
