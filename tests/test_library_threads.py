@@ -97,12 +97,10 @@ def test_auto_called_from_three_threads_while_another_traces():
     torch.testing.assert_close(folded(points[3]), expected[3])
 
 
-def test_a_first_call_holding_torchs_turn_and_a_new_tiers_check_do_not_wait_for_each_other():
-    """Found hung under three xdist workers: one thread's first call of the prepared
-    Jacobian held TORCH_STATE and asked for the tiers' lock, while another held that lock
-    to check the new tier's first call, which asked for TORCH_STATE. Here C holds
-    TORCH_STATE (as a first call does) while B checks the new tier; C's call must be
-    answered (by the checked tier) instead of waiting for B, which waits for C."""
+def test_a_call_holding_torchs_turn_and_another_threads_move_do_not_wait_for_each_other():
+    """C holds TORCH_STATE (as a first call does) while B's call reaches the next tier's
+    cost (patience) and builds it, which asks for TORCH_STATE: C's own call must be answered
+    (by the current tier) instead of waiting for B's move, which waits for C."""
     from jacbench.core.agreement import disagreement
     from jacbench.core.prepared import TORCH_STATE
     from jacbench.core.problem import make_problem
@@ -116,15 +114,14 @@ def test_a_first_call_holding_torchs_turn_and_a_new_tiers_check_do_not_wait_for_
     first = registry.prepare("double_backward", p)
     later = Stage("batched", lambda: registry.prepare("jacrev", p), cost_s=0.0)
     check = lambda y, jac: disagreement(p.f, y, jac, p.n_out)  # noqa: E731
-    tiers = Tiered(first, "eager", [later], check, p.x, background=False)
-    tiers.jac(x)  # the first form's call reaches the stage's cost: the new tier waits unchecked
+    tiers = Tiered(first, "eager", [later], check, p.x, patience=0.0)
     holds, started, answers = threading.Event(), threading.Event(), {}
 
     def c() -> None:
         with TORCH_STATE:
             holds.set()
             started.wait(10)
-            time.sleep(0.3)  # B is in the check by now, asking for TORCH_STATE
+            time.sleep(0.3)  # B is in its move by now, asking for TORCH_STATE
             answers["c"] = tiers.jac(x)
 
     def b() -> None:

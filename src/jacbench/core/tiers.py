@@ -106,8 +106,12 @@ class Tiered:
         return out
 
     def _move(self) -> None:
-        """Build the next stage now (patience reached), in the caller's thread."""
-        with self._lock:
+        """Build the next stage now (patience reached), in the caller's thread; where
+        another thread moves already, this call does not wait for it (that thread may wait
+        for a lock this one holds)."""
+        if not self._lock.acquire(blocking=False):
+            return
+        try:
             if not self.stages:
                 return
             stage, self.spent_s = self.stages.pop(0), 0.0
@@ -121,6 +125,8 @@ class Tiered:
                 self._refuse(stage.tier, "", f"it failed to build: {_one_line(exc)}")
                 return
             self._checked(stage, built)
+        finally:
+            self._lock.release()
 
     def _stormed(self, form: Prepared, exc: RetraceStorm) -> Prepared:
         """Back to the last tier that traces nothing, for good: what f reads keeps changing,
