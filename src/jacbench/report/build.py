@@ -106,12 +106,15 @@ def write_report(source: Path | pd.DataFrame, out: Path) -> list[Path]:
     doc.heading("Plots")
     for path, width in shown:
         doc.image(path, CAPTIONS[path.stem], width)
-    absent = [CAPTIONS[n] for n in CAPTIONS if n not in figures]
-    if len(groups) > plots.MAX_PROBLEM_PANELS:
+    n_timed = len(plots.timed_problems(groups))
+    too_many = n_timed > plots.MAX_PROBLEM_PANELS
+    per_problem = ("time_per_strategy", "speed_vs_accuracy") if too_many else ()
+    absent = [CAPTIONS[n] for n in CAPTIONS if n not in figures and n not in per_problem]
+    if too_many:
         doc.paragraph(
             f"Figures with a panel per problem are drawn for up to {plots.MAX_PROBLEM_PANELS} "
-            f"problems; this result set has {len(groups)} (the tables above and any map cover "
-            "them)."
+            f"problems; this result set has {n_timed} with timed rows (the tables above and "
+            "any map cover them)."
         )
     if absent:
         doc.paragraph("Not drawn (no data for them in this result set): " + "; ".join(absent))

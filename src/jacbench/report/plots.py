@@ -812,13 +812,23 @@ def settled_pick(rec) -> str:
     return "" if rec.best is None or rec.unsettled else rec.best
 
 
+def timed_problems(
+    problems: list[tuple[str, pd.DataFrame]],
+) -> list[tuple[str, pd.DataFrame]]:
+    """Each problem's timed rows, for the problems that have any: a job that failed on bad
+    input (no shape, no time) is a problem of its own in the tables, never a panel."""
+    timed = [(t, g.dropna(subset=["time_median_s"])) for t, g in problems]
+    return [(t, g) for t, g in timed if len(g)]
+
+
 def all_plots(rows: pd.DataFrame, problems: list[tuple[str, pd.DataFrame]]) -> dict[str, Figure]:
     picks = {title: settled_pick(recommend(title, group)) for title, group in problems}
     # rows of an accuracy question (timing=none) have no time to draw; a panel per problem
     # only up to MAX_PROBLEM_PANELS (the map's 150 problems would make a figure 90000 px tall:
     # its heat maps and the tables cover them)
-    many = len(problems) > MAX_PROBLEM_PANELS
-    timed = [(t, g.dropna(subset=["time_median_s"])) for t, g in ([] if many else problems)]
+    timed = timed_problems(problems)
+    if len(timed) > MAX_PROBLEM_PANELS:
+        timed = []
     figures = {
         "time_per_strategy": time_per_strategy(timed, picks),
         "accuracy_per_strategy": accuracy_per_strategy(rows),
