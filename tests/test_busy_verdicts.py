@@ -135,3 +135,27 @@ def test_rows_without_the_thread_columns_still_read_and_are_judged_by_process_cp
     jacrev, jacfwd = judged.loc["jacrev"], judged.loc["jacfwd"]
     found = verdict(jacrev, jacfwd)
     assert found.order == Order.FASTER and found.basis == Basis.CPU and BUSY in found.text
+
+
+def test_an_answer_run_carries_the_leaders_figures_settled_or_not():
+    """Issue 57: an unsettled answer logged only settled=0, so MLflow showed '-' in every
+    number column of a measured problem."""
+    from jacbench.report.overview import answer_metrics, answers_of
+
+    def answer(*rows: dict) -> tuple[dict, dict]:
+        ((title, group),) = problems(frame(*rows))
+        rec = recommend(title, group)
+        (run,) = answers_of([rec], [(title, group)])
+        return answer_metrics(rec, group), run["tags"]
+
+    tied, tags = answer(timed_row("jacrev", 1.0, 0.05), timed_row("jacfwd", 1.02, 0.05))
+    assert tied["settled"] == 0.0 and tags["by"] == "wall"
+    assert tied["time_ci_low_ms"] <= tied["time_median_ms"] <= tied["time_ci_high_ms"]
+    assert {"err_eps", "within_tol", "exact"} <= set(tied) and "speedup_vs_functional" not in tied
+    busy, tags = answer(
+        timed_row("jacrev", 1.0, 0.05, cpu_ms=0.5, cpu_wall_ratio=0.5),
+        timed_row("jacfwd", 1.02, 0.05, cpu_ms=1.0, cpu_wall_ratio=0.5),
+    )
+    assert busy["settled"] == 1.0 and tags["by"] == "cpu"
+    assert busy["cpu_ci_low_ms"] <= busy["cpu_median_ms"] <= busy["cpu_ci_high_ms"] < 0.6
+    assert busy["time_median_ms"] > 0.9  # wall time beside it

@@ -23,6 +23,7 @@ from jacbench.timing.rule import (
     BUSY,
     Basis,
     Order,
+    busy,
     interval_of,
     settled_ratio,
     unsettled,
@@ -147,6 +148,8 @@ class Recommendation:
     # where best and runner-up were ordered by CPU time (the machine was busy): best's CPU
     # time per call, shown beside its wall time
     best_cpu_time: float | None = None
+    # the time the order was read from: "cpu" where a row waited for its core, else "wall"
+    by: str = "wall"
 
     def sentence(self) -> str:
         if self.untimed:
@@ -283,9 +286,10 @@ def recommend(problem: str, rows: pd.DataFrame) -> Recommendation:
     speedup = None
     if base is not None and base["label"] != best["label"]:
         speedup = settled_ratio(*moments(rows, latest_ok).pair(base["label"], best["label"]))
-    slower, best_cpu = None, None
+    slower, best_cpu, by = None, None, "cpu" if busy(best) else "wall"
     if runner is not None:
         found = verdict(runner, best)
+        by = "wall" if found.basis == Basis.WALL else "cpu"
         slower = found.ratio if found.decided else None
         slower = slower or float(runner["time_median_s"] / best["time_median_s"])
         cpu = interval_of(best, basis=found.basis)
@@ -305,6 +309,7 @@ def recommend(problem: str, rows: pd.DataFrame) -> Recommendation:
         alternative=alternative,
         why=why,
         best_cpu_time=best_cpu,
+        by=by,
     )
 
 

@@ -19,6 +19,7 @@ from jacbench.record.markdown import markdown_safe
 from jacbench.report.analysis import RULE, Recommendation, recommend
 from jacbench.report.display import factor_text, time_text
 from jacbench.report.problems import DEFAULT_STRATEGY, latest_ok, normalise, problems
+from jacbench.timing.rule import cpu_basis, interval_of
 
 # The summary table's columns, in units read at a glance (what log_table shows), the answer
 # first: MLflow's table viewer showed time and err_eps off-screen when they came last.
@@ -53,24 +54,34 @@ class Overview:
 
 
 def answer_metrics(rec: Recommendation, group: pd.DataFrame) -> dict[str, float]:
-    """A problem's answer in the jobs' metric columns: the settled winner's median with its
-    interval, err_eps, verdict, whether it is exact, and its settled speedup over the
-    default; ``settled`` 0 (and nothing else) where the rule names no winner."""
-    if rec.best is None or rec.unsettled:
+    """A problem's answer in the jobs' metric columns: the leader's median with its interval,
+    err_eps, verdict and whether it is exact, ``settled`` 1 where the rule names it the
+    winner, else 0 (its figures all the same: they were measured); where the order was read
+    from CPU time (a busy machine), its CPU median and interval too; and its settled speedup
+    over the default."""
+    if rec.best is None:
         return {"settled": 0.0}
     best = latest_ok(group)
     best = best[best["label"] == rec.best].iloc[0]
     found = {
-        "settled": 1.0,
+        "settled": 0.0 if rec.unsettled else 1.0,
         "time_median_ms": best["time_median_s"] * 1e3,
-        "time_ci_low_ms": best.get("time_ci_low_s") * 1e3,
-        "time_ci_high_ms": best.get("time_ci_high_s") * 1e3,
+        "time_ci_low_ms": _ms(best.get("time_ci_low_s")),
+        "time_ci_high_ms": _ms(best.get("time_ci_high_s")),
         "err_eps": best.get("err_eps"),
         "within_tol": best.get("within_tol"),
         "exact": float(str(best["strategy_kind"]) == "exact"),
-        f"speedup_vs_{DEFAULT_STRATEGY}": rec.speedup_vs_default,
+        f"speedup_vs_{DEFAULT_STRATEGY}": None if rec.unsettled else rec.speedup_vs_default,
     }
+    cpu = interval_of(best, basis=cpu_basis(best)) if rec.by == "cpu" else None
+    if cpu is not None:
+        found |= {"cpu_median_ms": cpu.median * 1e3, "cpu_ci_low_ms": cpu.low * 1e3}
+        found |= {"cpu_ci_high_ms": cpu.high * 1e3}
     return {k: float(v) for k, v in found.items() if v is not None and not pd.isna(v)}
+
+
+def _ms(seconds: object) -> float | None:
+    return None if seconds is None or pd.isna(seconds) else float(seconds) * 1e3  # type: ignore[arg-type]
 
 
 def answers_of(recs: list[Recommendation], groups: list) -> list[dict]:
@@ -79,7 +90,7 @@ def answers_of(recs: list[Recommendation], groups: list) -> list[dict]:
         {
             "name": f"answer {rec.choice(with_alternative=False)}: {rec.problem}",
             "metrics": answer_metrics(rec, group),
-            "tags": {"recommended_strategy": rec.choice(with_alternative=False)},
+            "tags": {"recommended_strategy": rec.choice(with_alternative=False), "by": rec.by},
         }
         for rec, (_, group) in zip(recs, groups, strict=True)
     ]
