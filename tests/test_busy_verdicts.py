@@ -6,21 +6,24 @@ on its ratio across the interleaved blocks."""
 from __future__ import annotations
 
 import dataclasses
+import os
 import random
 import statistics
 import threading
 
 import pyarrow as pa
 import pyarrow.parquet as pq
+import pytest
 import torch
 
+from helpers.cli import LAUNCH_FAST, Cli, load_script
 from helpers.results import frame, make_result, timed_row
 from jacbench.record.parquet import SCHEMA, read_results
 from jacbench.report.analysis import recommend
 from jacbench.report.problems import problems
 from jacbench.timing.config import TimingConfig
 from jacbench.timing.measure import side_by_side, time_steady_state
-from jacbench.timing.rule import BUSY, MIN_BLOCKS, Basis, Order, median_interval, verdict
+from jacbench.timing.rule import BUSY, MIN_BLOCKS, Basis, Order, busy, median_interval, verdict
 
 THREAD_COLUMNS = [
     "thread_cpu_blocks_s",
@@ -159,3 +162,30 @@ def test_an_answer_run_carries_the_leaders_figures_settled_or_not():
     assert busy["settled"] == 1.0 and tags["by"] == "cpu"
     assert busy["cpu_ci_low_ms"] <= busy["cpu_median_ms"] <= busy["cpu_ci_high_ms"] < 0.6
     assert busy["time_median_ms"] > 0.9  # wall time beside it
+
+
+@pytest.mark.slow  # two small sweeps, the second beside 2 busy processes per core
+def test_a_sweep_beside_busy_processes_names_the_idle_winner_and_settles_it(tmp_path, monkeypatch):
+    """Issue 57: at load 6-13 no sweep named a winner, also for gaps of 15-63x. The same
+    small sweep (seed002's analytic against jacrev, re-timed side by side) idle and beside
+    busy loops (started here, always stopped): the same winner, settled; by CPU time where
+    a job waited for its core."""
+    bench = load_script("busy_verdicts")
+    sweep = ["-m", "model=seed002_reciprocal", "strategy=analytic,jacrev", "side_by_side=best_two"]
+    sweep += [*LAUNCH_FAST, "mlflow.enabled=false", "report=false"]
+    found = {}
+    for name in ("idle", "busy"):
+        folder = tmp_path / name
+        folder.mkdir()
+        cli = Cli(folder, monkeypatch)
+        with bench.busy(2 * (os.cpu_count() or 1) if name == "busy" else 0) as loops:
+            done = cli(*sweep, timeout=300)
+        assert all(loop.poll() is not None for loop in loops)  # every busy loop stopped
+        assert done.returncode == 0, done.stderr[-2000:]
+        (found[name],) = bench.verdicts(folder / "results").values()
+        rows = read_results(folder / "results")
+        waited = busy(*rows.to_dict("records"))
+        assert found[name].by == ("cpu" if waited else "wall"), found[name]
+    idle, loaded = found["idle"], found["busy"]
+    assert idle.gap is not None and idle.gap >= 2.0, idle  # the formula: several times faster
+    assert loaded.leader == idle.leader and loaded.settled, (idle, loaded)
