@@ -25,6 +25,7 @@ from jacbench.timing.rule import (
     Order,
     busy,
     interval_of,
+    ranking_seconds,
     settled_ratio,
     unsettled,
     verdict,
@@ -290,8 +291,7 @@ def recommend(problem: str, rows: pd.DataFrame) -> Recommendation:
     if runner is not None:
         found = verdict(runner, best)
         by = "wall" if found.basis == Basis.WALL else "cpu"
-        slower = found.ratio if found.decided else None
-        slower = slower or float(runner["time_median_s"] / best["time_median_s"])
+        slower = found.ratio if found.decided else _ratio_as_ranked(runner, best, by == "cpu")
         cpu = interval_of(best, basis=found.basis)
         if found.decided and found.basis != Basis.WALL and cpu is not None:
             best_cpu = cpu.median
@@ -311,6 +311,15 @@ def recommend(problem: str, rows: pd.DataFrame) -> Recommendation:
         best_cpu_time=best_cpu,
         by=by,
     )
+
+
+def _ratio_as_ranked(a: pd.Series, b: pd.Series, loaded: bool) -> float:
+    """A's time over B's as the ranking read them (``rule.ranking_seconds``: CPU time where
+    the machine was busy), for an order the rule does not settle."""
+    ta, tb = ranking_seconds(a, loaded), ranking_seconds(b, loaded)
+    if ta is None or tb is None or tb <= 0:
+        return float(a["time_median_s"] / b["time_median_s"])
+    return ta / tb
 
 
 def _versus_default(best: pd.Series, base: pd.Series | None, speedup: float | None) -> str:
