@@ -287,6 +287,7 @@ EARLIER_LACKING += ["time_ci_low_s", "time_ci_high_s", "time_blocks_s", "cpu_blo
 EARLIER_LACKING += ["cpu_median_s", "cpu_wall_ratio", "load_avg_1m", "reference_sample"]
 EARLIER_LACKING += ["round", "pair_id", "jacbench_version", "code_digest", "hostname", "cpu_model"]
 EARLIER_LACKING += ["allocator"]  # before 2026-11-26
+EARLIER_LACKING += [f"thread_cpu_{k}" for k in ("blocks_s", "median_s", "ci_low_s", "ci_high_s")]
 
 
 def test_a_sweep_resumed_over_rows_of_an_earlier_jacbench_ends_with_its_summary(launch, tmp_path):
