@@ -13,14 +13,23 @@ this sweep's. A SLURM task killed at its time limit is thus taken over on any no
 Our own rather than filelock: a claim says who holds it (host, boot id, heartbeat) and is
 taken over across nodes by the rules above; filelock's FileLock (an OS lock, unreliable on
 NFS) and SoftFileLock (a file left for good when its holder dies) say neither.
+
+A results folder may be shared, so a claim is read as data from anyone: opened without
+blocking and without following a link (``O_NONBLOCK | O_NOFOLLOW``, then ``fstat``), at most
+``MAX_CLAIM_BYTES``. Something at a claim's name that is not a regular file (a FIFO, which
+would block ``open`` for good, a link, a folder) is no claim: it is said in one line, set
+aside and the job claimed anew.
 """
 
 from __future__ import annotations
 
 import contextlib
+import errno
 import json
 import os
 import socket
+import stat
+import sys
 import time
 import uuid
 from collections.abc import Callable, Iterator
@@ -34,6 +43,12 @@ CLAIMS = ".claims"
 POLL_S = 0.5
 HEARTBEAT_S = 5.0  # a held claim is touched this often
 STALE_S = 60.0  # a claim not touched for this long lost its holder (12 missed beats)
+MAX_CLAIM_BYTES = 64 * 1024  # a claim holds a few short fields
+READ_FLAGS = os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | getattr(os, "O_CLOEXEC", 0)
+
+
+class NotAClaim(Exception):
+    """Something at a claim's name that is not a claim file (a FIFO, a link, a folder)."""
 
 
 def boot_id() -> str:
@@ -45,23 +60,51 @@ def boot_id() -> str:
 
 
 def _read(path: Path) -> dict[str, Any] | None:
-    """The claim's owner; {} while its writer has not written yet; None if it is gone."""
+    """The claim's owner; {} while its writer has not written yet; None if it is gone.
+    ``NotAClaim`` where ``path`` is not a regular file (never blocks, never follows a link)."""
     try:
-        text = path.read_text()
+        fd = os.open(path, READ_FLAGS)
     except FileNotFoundError:
         return None
-    except OSError:
+    except OSError as exc:
+        if exc.errno == errno.ELOOP:  # O_NOFOLLOW met a link
+            raise NotAClaim("a symbolic link") from None
         return {}
     try:
-        owner = json.loads(text)
-    except ValueError:
+        mode = os.fstat(fd).st_mode
+        if not stat.S_ISREG(mode):
+            raise NotAClaim(_kind(mode))
+        raw = os.read(fd, MAX_CLAIM_BYTES + 1)
+    except OSError:
+        return {}
+    finally:
+        os.close(fd)
+    try:
+        owner = json.loads(raw[:MAX_CLAIM_BYTES].decode("utf-8"))
+    except (ValueError, RecursionError):  # UnicodeDecodeError is a ValueError
         return {}
     return owner if isinstance(owner, dict) else {}
 
 
+def _kind(mode: int) -> str:
+    """What a file that is no regular file is, in words."""
+    for test, name in ((stat.S_ISFIFO, "a FIFO"), (stat.S_ISDIR, "a folder")):
+        if test(mode):
+            return name
+    return "not a regular file"
+
+
+def _owner(path: Path) -> dict[str, Any] | None:
+    """``_read``, with something that is no claim counted as nobody's (None)."""
+    try:
+        return _read(path)
+    except NotAClaim:
+        return None
+
+
 def _alive(path: Path, owner: dict[str, Any]) -> bool:
     try:
-        beating = time.time() - path.stat().st_mtime < STALE_S
+        beating = time.time() - os.lstat(path).st_mtime < STALE_S
     except OSError:
         return False
     if not owner or owner.get("host") != socket.gethostname():
@@ -79,14 +122,14 @@ def _alive(path: Path, owner: dict[str, Any]) -> bool:
 def holder(folder: Path, key: str) -> dict[str, Any] | None:
     """Who holds the claim on ``key`` now (None: nobody alive holds it)."""
     path = Path(folder) / CLAIMS / f"{key}.claim"
-    owner = _read(path)
+    owner = _owner(path)
     return owner if owner is not None and _alive(path, owner) else None
 
 
 def sweep_holds_any(folder: Path, sweep: str) -> bool:
     """Whether a live process of ``sweep`` holds a claim (one of its jobs still runs)."""
     for path in (Path(folder) / CLAIMS).glob("*.claim"):
-        owner = _read(path)
+        owner = _owner(path)
         if owner and owner.get("sweep") == sweep and _alive(path, owner):
             return True
     return False
@@ -100,10 +143,21 @@ def _take_over(path: Path, owner: dict[str, Any], token: str) -> None:
         os.rename(path, aside)
     except FileNotFoundError:
         return
-    if (_read(aside) or {}).get("token") != owner.get("token"):
+    if (_owner(aside) or {}).get("token") != owner.get("token"):
         with contextlib.suppress(FileExistsError):
             os.link(aside, path)
-    aside.unlink(missing_ok=True)
+    with contextlib.suppress(OSError):  # a folder stays aside, out of the claims' way
+        aside.unlink()
+
+
+def _set_aside(path: Path, why: NotAClaim, token: str) -> None:
+    """Something at a claim's name that is no claim: said in one line, moved out of the way."""
+    print(
+        f"jacbench: {path} is {why}, not a claim file; set aside, the job is claimed anew",
+        file=sys.stderr,
+        flush=True,
+    )
+    _take_over(path, {}, token)
 
 
 def try_claim(folder: Path, key: str, sweep: str = "") -> tuple[str, dict[str, Any]]:
@@ -121,9 +175,13 @@ def try_claim(folder: Path, key: str, sweep: str = "") -> tuple[str, dict[str, A
     }
     for _ in range(10):
         try:
-            fd = os.open(path, os.O_CREAT | os.O_EXCL | os.O_WRONLY, 0o666)
+            fd = os.open(path, os.O_CREAT | os.O_EXCL | os.O_WRONLY | os.O_NOFOLLOW, 0o666)
         except FileExistsError:
-            owner = _read(path)
+            try:
+                owner = _read(path)
+            except NotAClaim as why:
+                _set_aside(path, why, token)
+                continue
             if owner is None:
                 continue  # released meanwhile
             if _alive(path, owner):
@@ -143,7 +201,7 @@ def try_claim(folder: Path, key: str, sweep: str = "") -> tuple[str, dict[str, A
 def release(folder: Path, key: str, token: str) -> None:
     """Remove the claim if it is still the one ``token`` made."""
     path = Path(folder) / CLAIMS / f"{key}.claim"
-    if (_read(path) or {}).get("token") == token:
+    if token and (_owner(path) or {}).get("token") == token:
         path.unlink(missing_ok=True)
 
 
@@ -151,7 +209,7 @@ def release_sweep(folder: Path, sweep: str) -> int:
     """Remove every claim ``sweep`` made (its workers were stopped with it); returns how many."""
     removed = 0
     for path in (Path(folder) / CLAIMS).glob("*.claim"):
-        if sweep and (_read(path) or {}).get("sweep") == sweep:
+        if sweep and (_owner(path) or {}).get("sweep") == sweep:
             path.unlink(missing_ok=True)
             removed += 1
     return removed
