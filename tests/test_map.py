@@ -480,3 +480,17 @@ def test_the_regret_map_shows_no_unsettled_value_below_the_bound_and_marks_a_set
     texts = _texts(heatmaps.regret(axes, cells))
     assert f"0.20 {heatmaps.ARTEFACT}" in texts
     assert any("measurement artefact" in text for text in texts)  # the legend says what it is
+
+
+def test_a_regret_auto_cannot_reach_is_left_out_of_the_median_and_called_an_artefact():
+    """Issue 57: auto 'five times faster' than the best strategy it chooses among is a
+    measurement artefact, not a regret of 0.2 to take a median over."""
+    rows = map_rows(models=("map_dense",))
+    at = (rows["strategy"] == "auto") & (rows["n_in"] == 4) & (rows["n_out"] == 64)
+    rows.loc[at, ["time_median_s", "time_ci_low_s", "time_ci_high_s"]] = [0.2e-3, 0.19e-3, 0.21e-3]
+    summary = grid.summarise(*grid.cells(rows))
+    assert [(c.x, c.y) for c in summary.artefacts] == [(4, 64)]
+    assert min(summary.regrets) >= 1 / grid.REGRET_BOUND and summary.settled_cells == 2
+    text = "\n".join(summary.lines())
+    assert "1 cell(s) with a settled winner left out where auto measured under 0.91x" in text
+    assert "map_dense float32 cpu N=4 M=64 0.20" in text and "measurement artefact" in text

@@ -242,6 +242,9 @@ class MapSummary:
     textbook_losses: list[Cell]  # settled cells where M >= N -> forward picked the wrong mode
     contended: list[Cell] = field(default_factory=list)  # auto slower, but it waited: left out
     by_dtype: dict[str, list[float]] = field(default_factory=dict)
+    # auto measured faster than 1/REGRET_BOUND of the best it chooses among: a value it cannot
+    # reach, so a measurement artefact (settled or not): left out of the median
+    artefacts: list[Cell] = field(default_factory=list)
 
     def lines(self) -> list[str]:
         out = []
@@ -258,6 +261,17 @@ class MapSummary:
                 f"{per_dtype}; {len(self.losses)} cell(s) "
                 f"where auto is settled slower by more than {REGRET_BOUND:.2f}x"
                 + (": " + "; ".join(_loss(c) for c in self.losses) if self.losses else "")
+            )
+        if self.artefacts:
+            out.append(
+                f"{len(self.artefacts)} cell(s) with a settled winner left out where auto measured "
+                f"under {1 / REGRET_BOUND:.2f}x the best it chooses among, a value it cannot "
+                "reach: a measurement artefact ("
+                + "; ".join(
+                    f"{_where(c)} {c.regret:.2f}{'' if not c.regret_why else ', ' + c.regret_why}"
+                    for c in self.artefacts
+                )
+                + ")"
             )
         if self.contended:
             out.append(
@@ -301,7 +315,8 @@ def summarise(axes: tuple[str, str] | None, found: list[Cell]) -> MapSummary:
     """auto's regret where the winner is settled, and the textbook rule's losses (on N and M
     axes only)."""
     settled = [c for c in found if c.winner and c.regret is not None]
-    scored = [c for c in settled if not c.auto_contended]
+    out_of_reach = [c for c in settled if (c.regret or 1.0) < 1 / REGRET_BOUND]
+    scored = [c for c in settled if not c.auto_contended and c not in out_of_reach]
     by_dtype: dict[str, list[float]] = {}
     for c in scored:
         by_dtype.setdefault(c.dtype, []).append(c.regret or 0.0)
@@ -321,4 +336,5 @@ def summarise(axes: tuple[str, str] | None, found: list[Cell]) -> MapSummary:
         textbook,
         [c for c in settled if c.auto_contended],
         by_dtype,
+        out_of_reach,
     )
