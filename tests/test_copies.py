@@ -13,7 +13,6 @@ over its first calls gives way to it again.
 from __future__ import annotations
 
 import time
-from dataclasses import replace
 
 import pytest
 import torch
@@ -22,7 +21,6 @@ from torch import nn
 import jacbench
 from jacbench.core.problem import make_problem
 from jacbench.core.registry import load_registry
-from jacbench.core.tiers import PACE_CALLS, Stage, Tiered
 
 REGISTRY = load_registry()
 
@@ -168,82 +166,11 @@ def test_autos_first_tier_copies_x_and_imports_nothing_more():
     are checked here, its imports in a fresh process
     (tests/test_library_speed.py::test_the_first_jacobian_of_a_fresh_process_imports_no_compiler)."""
     f, x0 = residuals_problem()
-    prep = jacbench.prepare(f, x0, patience=1e9, cache=False)
+    prep = jacbench.prepare(f, x0, cache=False)
     assert (prep.info.tier, prep.info.chosen_strategy) == ("eager", "double_backward")
     assert "copies=True" in prep.tiers.current.info.built
     torch.testing.assert_close(prep(x0), torch.func.jacrev(f)(x0))
     net, x1 = wide_problem()
-    prep = jacbench.prepare(net, x1, patience=1e9, cache=False)
+    prep = jacbench.prepare(net, x1, cache=False)
     assert (prep.info.tier, prep.info.chosen_strategy) == ("eager", "autograd_loop")
     assert "copies=True" in prep.tiers.current.info.built
-
-
-def slowed(prep: jacbench.Prepared, seconds: float, name: str) -> jacbench.Prepared:
-    """``prep``, each call ``seconds`` slower (a form slower or faster than another)."""
-
-    def fn(x: torch.Tensor) -> torch.Tensor:
-        time.sleep(seconds)
-        return prep.fn(x)
-
-    return replace(prep, fn=fn, both_fn=None, strategy=name)
-
-
-def tiered(first_s: float, stages: list[Stage]):
-    torch.manual_seed(0)
-    net = nn.Sequential(nn.Linear(3, 4), nn.Tanh(), nn.Linear(4, 5)).double()
-    p = make_problem("net", net, torch.randn(3, dtype=torch.float64), "input", False)
-    first = slowed(REGISTRY.prepare("double_backward", p), first_s, "first")
-    right = lambda x, jac: ""  # noqa: E731 (the answers are right: only speed differs)
-    return Tiered(first, "eager", stages, right, p.x, background=False), p
-
-
-def form(name: str, seconds: float):
-    def build():
-        torch.manual_seed(0)
-        net = nn.Sequential(nn.Linear(3, 4), nn.Tanh(), nn.Linear(4, 5)).double()
-        p = make_problem("net", net, torch.randn(3, dtype=torch.float64), "input", False)
-        return slowed(REGISTRY.prepare("double_backward", p), seconds, name)
-
-    return build
-
-
-def test_a_move_that_saves_half_a_call_waits_until_the_calls_spent_twice_its_cost():
-    spent_at_build: list[float] = []
-    tiers: list[Tiered] = []
-
-    def build():
-        spent_at_build.append(tiers[0].spent_s)
-        return form("half", 0.0005)()
-
-    t, p = tiered(0.001, [Stage("batched", build, cost_s=0.02, saves=0.5)])
-    tiers.append(t)
-    for _ in range(200):
-        t.jac(p.x)
-        if t.tier == "batched":
-            break
-    assert t.tier == "batched"
-    assert spent_at_build[0] >= 0.04  # not at 0.02: the rule buys at cost / saves
-
-
-def test_a_new_form_slower_than_the_one_before_gives_way_and_the_moves_go_on():
-    """Counted in calls: the move comes after the first form's calls spent 0.1 s (at most
-    20 calls of 5 ms: more than PACE_CALLS, so its pace is known), and the slower form
-    (10x) is compared after its first PACE_CALLS + 1 calls."""
-    folded = Stage("folded", form("faster", 0.0), cost_s=1e9, traced=True)
-    t, p = tiered(0.005, [Stage("batched", form("slower", 0.05), cost_s=0.1), folded])
-    seen = []
-    for _ in range(60):
-        t.jac(p.x)
-        seen.append(t.current.strategy)
-        if "slower" in seen and seen[-1] == "first":
-            break
-    assert seen.count("slower") == PACE_CALLS + 1  # its first call, then its pace
-    assert seen[-1] == "first" and "batched (slower)" in t.slower
-    assert (t.tier, t.stages, t.refused) == ("eager", [folded], None)  # the next move waits
-
-
-def test_a_new_form_faster_than_the_one_before_stays():
-    t, p = tiered(0.004, [Stage("batched", form("faster", 0.002), cost_s=0.06)])
-    for _ in range(30):
-        t.jac(p.x)
-    assert (t.tier, t.slower) == ("batched", "")

@@ -282,7 +282,10 @@ def assert_exact(prep: jacbench.Prepared, name: str, dtype: torch.dtype, calls: 
 def test_each_form_is_exact_in_the_eager_and_folded_tiers(name, dtype):
     f = FORMS[name](dtype)
     x0 = points(name, dtype)[0]
-    eager = jacbench.prepare(f, x0, patience=1e9)  # auto, staying in its untraced tiers
+    eager = jacbench.prepare(
+        f,
+        x0,
+    )  # auto, in its eager tier until settled
     assert set(assert_exact(eager, name, dtype, CALLS // 2)) <= {"eager", "batched"}
     # auto's folded tier: the traced (as reverse mode twice, by blocks where f slices x),
     # folded and hoisted graph, exactly as auto builds it
@@ -305,8 +308,8 @@ COMPILED = list(FORMS)  # every form, float32; one in float64 (each compiles twi
 def test_forms_are_exact_through_every_tier_auto_takes(name, dtype):
     f = FORMS[name](dtype)
     x0 = points(name, dtype)[0]
-    # moves at its first calls (each at the call that reaches it, not in the background)
-    prep = jacbench.prepare(f, x0, patience=0.0, cache=False, background=False)
+    # moves at its first calls (each at the call that reaches it)
+    prep = jacbench.prepare(f, x0, patience=0.0, cache=False)
     tiers = assert_exact(prep, name, dtype, CALLS)
     assert tiers[:4] == ["batched", "folded", "compiled", "compiled"]  # eager for the first
     assert prep.tiers.refused is None

@@ -56,9 +56,7 @@ FRESH = textwrap.dedent(
     params = jacbench.FlatParams(nn.Sequential(nn.Linear(3, 10), nn.Tanh(), nn.Linear(10, 4)))
     residuals = lambda theta: (params.call(theta, samples) - targets).reshape(-1)
     theta = params.vector()
-    # patience: no move to a later tier (a move under load can start at once, and its
-    # background build imports the compiler: that is the later tier's, not the first one's)
-    J = jacbench.prepare(residuals, theta, patience=1e9)(theta)
+    J = jacbench.prepare(residuals, theta)(theta)
     right = torch.allclose(J, torch.autograd.functional.jacobian(residuals, theta), atol=1e-5)
     later = [f"jacbench.strategies.{m}" for m in ("compiled", "folded", "sparse", "func")]
     print(right, [m for m in ("torch._dynamo", "sympy", *later) if m in sys.modules])
@@ -78,93 +76,10 @@ def test_the_first_jacobian_of_a_fresh_process_imports_no_compiler():
     assert done.stdout.strip() == "True []", done.stderr[-2000:]
 
 
-def slow_stage(p, release: threading.Event, served: list[int], at_build: list[int]) -> Stage:
-    """A folded tier whose build waits for ``release``, noting how many calls the caller
-    had made by the time it was built."""
-
-    def build():
-        release.wait(timeout=10)  # without the fix, the caller's own call waits here
-        at_build.append(served[0])
-        return REGISTRY.prepare("jacfwd_folded", p, compile=False)
-
-    return Stage("folded", build, cost_s=0.0)
-
-
-def test_a_tier_move_does_not_block_the_callers_calls():
-    """The next tier is built while the caller's calls go on in the tier they are in (here
-    a build held back until the caller has made 25 more calls), then taken in and checked
-    at its first call. Counted, not timed: built in the caller's call, the build would have
-    seen 0 calls served."""
-    torch.manual_seed(0)
-    net = nn.Sequential(nn.Linear(3, 8), nn.Tanh(), nn.Linear(8, 10)).double()
-    p = make_problem("net", net, torch.randn(3, dtype=torch.float64), "input", False)
-    release, served, at_build = threading.Event(), [0], []
-    eager = REGISTRY.prepare("double_backward", p)
-    tiers = Tiered(
-        eager,
-        "eager",
-        [slow_stage(p, release, served, at_build)],
-        lambda x, jac: disagreement(p.f, x, jac, p.n_out),
-        p.x,
-    )
-    points = [p.x + 0.05 * k for k in range(25)]
-    for x in points:  # the first call reaches the stage's cost: its build starts
-        torch.testing.assert_close(tiers.jac(x), torch.func.jacfwd(p.f)(x))
-        served[0] += 1
-        assert tiers.tier == "eager"
-    assert tiers.building
-    release.set()
-    assert tiers.join()
-    assert at_build == [25]  # built after the 25 calls, beside them
-    torch.testing.assert_close(tiers.jac(points[3]), torch.func.jacfwd(p.f)(points[3]))
-    assert (tiers.tier, tiers.refused) == ("folded", None)
-
-
-def test_what_a_move_imports_is_imported_beside_the_callers_calls_before_f_is_traced():
-    """A traced tier's ``ready`` runs f's trace in the caller's thread, and the tracer's
-    first use imports torch._dynamo (a call of 2.4 s on a loaded machine): its imports are
-    made first in the background (here held back until the caller has made 25 more calls),
-    and ``ready`` runs at the first call after them, in the caller's thread. Counted, not
-    timed: imported in the caller's call, the import would have seen 0 calls served."""
-    torch.manual_seed(0)
-    net = nn.Sequential(nn.Linear(3, 8), nn.Tanh(), nn.Linear(8, 10)).double()
-    p = make_problem("net", net, torch.randn(3, dtype=torch.float64), "input", False)
-    release, served, at_import, readied_in = threading.Event(), [0], [], []
-
-    def preload() -> None:
-        release.wait(timeout=10)
-        at_import.append((served[0], threading.get_ident()))
-
-    def ready():
-        readied_in.append((served[0], threading.get_ident()))
-        return lambda: REGISTRY.prepare("jacfwd_folded", p, compile=False)
-
-    stage = Stage("folded", lambda: None, 0.0, ready=ready, preload=preload, traced=True)
-    eager = REGISTRY.prepare("double_backward", p)
-    check = lambda x, jac: disagreement(p.f, x, jac, p.n_out)  # noqa: E731
-    tiers = Tiered(eager, "eager", [stage], check, p.x)
-    for k in range(25):
-        x = p.x + 0.05 * k
-        torch.testing.assert_close(tiers.jac(x), torch.func.jacfwd(p.f)(x))
-        served[0] += 1
-    assert tiers.building and readied_in == []  # its imports wait: f is not traced yet
-    release.set()
-    while tiers.tier == "eager":  # the calls go on; the build follows the imports
-        tiers.jac(p.x)
-        served[0] += 1
-        tiers.join(timeout=10)
-    caller = threading.get_ident()
-    assert at_import[0][0] >= 25 and at_import[0][1] != caller  # beside the 25 calls
-    assert readied_in[0][0] >= 25 and readied_in[0][1] == caller
-    torch.testing.assert_close(tiers.jac(p.x + 0.1), torch.func.jacfwd(p.f)(p.x + 0.1))
-    assert (tiers.tier, tiers.refused) == ("folded", None)
-
-
-def test_f_runs_only_in_the_callers_thread_while_auto_builds_its_tiers():
-    """f may not be safe to run from two threads at once (functional_call swaps a module's
-    parameters while it runs: a residual evaluated beside a trace of it was wrong): f is
-    watched and traced in the caller's thread, and only its graph is differentiated and
-    compiled in the background."""
+def test_auto_runs_nothing_outside_the_callers_thread():
+    """Every move is made in the caller's thread, at its call (patience) or its settle():
+    f runs nowhere else, and no thread of jacbench is left beside the caller's code (a
+    build thread reached the caller's forward AD, its exit and its forks)."""
     residuals, theta = residual_problem()
     threads: set[int] = set()
 
@@ -172,17 +87,15 @@ def test_f_runs_only_in_the_callers_thread_while_auto_builds_its_tiers():
         threads.add(threading.get_ident())
         return residuals(t)
 
-    prep = jacbench.prepare(f, theta, patience=0.0, cache=False)  # built in the background
+    before = set(threading.enumerate())
+    prep = jacbench.prepare(f, theta, patience=0.0, cache=False)
     seen = []
-    for k in range(40):
-        if [stage.tier for stage in prep.tiers.stages] == ["compiled"]:
-            prep.tiers.stages.clear()  # its tiers up to the folded one (no compiling here)
+    for k in range(12):
         x = theta + 0.01 * k
         torch.testing.assert_close(prep(x), torch.autograd.functional.jacobian(residuals, x))
-        residuals(x + 1.0)  # the caller's own use of f, as an LM step makes
+        assert set(threading.enumerate()) <= before
         seen.append(prep.info.tier)
-        prep.tiers.join()
-    assert "folded" in seen
+    assert "batched" in seen  # f's thread record cannot be traced: no traced tier
     assert threads == {threading.get_ident()}
 
 
@@ -217,8 +130,8 @@ def test_settle_builds_the_last_tier_alone_and_the_one_before_where_it_cannot():
 
 def test_new_tiers_are_checked_without_waiting_for_another_threads_turn():
     """The check of a new tier's first answer is by plain reverse mode: it takes no turn
-    under TORCH_STATE (held by another preparation or a background build meanwhile), as
-    forward mode's check did."""
+    under TORCH_STATE (held by another preparation meanwhile), as forward mode's check
+    did."""
     residuals, theta = residual_problem()
     J = torch.autograd.functional.jacobian(residuals, theta)
     out: list[str] = []
@@ -363,7 +276,7 @@ REVERSE_TIERS = ["eager", "batched"]
 def auto_in(f, x0: torch.Tensor, tier: str, **options) -> jacbench.Prepared:
     """auto prepared at ``x0``, moved to ``tier`` (each move at the call that reaches it;
     the first call in it checked), and kept there."""
-    prep = jacbench.prepare(f, x0, patience=0.0, cache=False, background=False, **options)
+    prep = jacbench.prepare(f, x0, patience=0.0, cache=False, **options)
     for _ in range(8):
         if prep.info.tier == tier:
             prep.tiers.stages.clear()  # no further move

@@ -47,6 +47,7 @@ def test_forward_and_reverse_mode_evaluate_f_once(name):
     x = torch.randn(2, 3, dtype=torch.float64)
     prep = jacbench.prepare(f, x, name)
     assert prep.one_pass
+    prep(x)  # the first call, checked against reverse mode (which evaluates f once more)
     calls.clear()
     value, jac = prep.value_and_jacobian(x)
     assert len(calls) == 1  # vmap traces f once for all tangents

@@ -21,7 +21,7 @@ from jacbench.core.enums import Kind
 from jacbench.core.errors import UnsupportedFunction
 from jacbench.core.memory_budget import check_answer_fits
 from jacbench.core.modes import plain_autograd
-from jacbench.core.prepared import Prepared, Recipe
+from jacbench.core.prepared import Prepared, Recipe, known_cause
 from jacbench.core.probe import check_point, probe
 from jacbench.core.problem import FunctionModule, make_problem
 from jacbench.core.registry import load_registry
@@ -56,11 +56,15 @@ def prepare(
             f"f is a {type(f).__name__}, not a function or module: pass a callable that maps "
             "a tensor to a tensor"
         )
-    with plain_autograd(getattr(example_x, "device", torch.device("cpu"))):
+    device = example_x.device if isinstance(example_x, torch.Tensor) else torch.device("cpu")
+    with plain_autograd(device):
         x = check_point(example_x)
         name, registry = _label(f), load_registry()
         kind = registry.get(strategy).kind
-        probed = probe(f, x, name, by_ad=kind is not Kind.APPROXIMATE)  # fd sees values alone
+        try:
+            probed = probe(f, x, name, by_ad=kind is not Kind.APPROXIMATE)  # fd: values alone
+        except RuntimeError as exc:
+            raise (known_cause(exc) or exc) from exc
         module = f if isinstance(f, nn.Module) else FunctionModule(f)
         # every call of f gets a copy of its point: the caller's x is never written
         problem = make_problem(

@@ -15,6 +15,8 @@ from collections.abc import Iterator
 
 import torch
 
+AUTOCAST = ("cpu", "cuda", "xpu", "mps")  # the device types autocast has a mode for
+
 
 @contextlib.contextmanager
 def plain_autograd(device: torch.device) -> Iterator[None]:
@@ -22,7 +24,7 @@ def plain_autograd(device: torch.device) -> Iterator[None]:
     with contextlib.ExitStack() as stack:
         if torch.is_inference_mode_enabled():
             stack.enter_context(torch.inference_mode(False))
-        if torch.is_autocast_enabled(device.type):
+        if device.type in AUTOCAST and torch.is_autocast_enabled(device.type):
             stack.enter_context(torch.autocast(device.type, enabled=False))
         yield
 

@@ -284,7 +284,7 @@ class Prepared:
         """An ``OutputMismatch`` where f's output at this point is not of the prepared shape
         (the strategy's error names a reshape, not the cause); an ``UnsupportedFunction``
         where torch's error has a known cause; else ``exc`` as it was."""
-        known = _known_cause(exc)
+        known = known_cause(exc)
         if known is not None:
             return known
         if self.out_shape is not None and self.value_fn is not None:
@@ -367,7 +367,8 @@ _CAUSES = (
 )
 
 
-def _known_cause(exc: Exception | None) -> UnsupportedFunction | None:
+def known_cause(exc: Exception | None) -> UnsupportedFunction | None:
+    """The error to raise instead of torch's ``exc`` where its cause is known; else None."""
     text = str(exc) if exc is not None else ""
     for words, why in _CAUSES:
         if words in text:
