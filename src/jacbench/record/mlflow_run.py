@@ -7,6 +7,7 @@ sweep in the launching process each address runs by id.
 
 from __future__ import annotations
 
+import contextlib
 import enum
 import functools
 import json
@@ -34,6 +35,7 @@ from jacbench.record.mlflow_view import (
     chart_section,
     charts_state,
     current,
+    mlflow_key,
     view_tag,
 )
 from jacbench.record.result import Result, Round
@@ -174,12 +176,14 @@ def _log_and_close(
 
     client = store.client
     now = int(time.time() * 1000)
-    batch_metrics = [Metric(k, v, now, 0) for k, v in metrics.items() if math.isfinite(v)]
+    batch_metrics = [
+        Metric(mlflow_key(k), v, now, 0) for k, v in metrics.items() if math.isfinite(v)
+    ]
     _retry(
         lambda: client.log_batch(
             run_id,
             metrics=batch_metrics,
-            params=[Param(k, v) for k, v in params.items()],
+            params=[Param(mlflow_key(k), v) for k, v in params.items()],
             tags=[RunTag(k, v) for k, v in tags.items() if v],
         )
     )
@@ -351,6 +355,25 @@ def log_result(
     start_ms = int(result.started_at.timestamp() * 1000)
     store = connect(tracking)
     run_id = _create_run(store, run_name(result), tags, start_ms)
+    try:
+        _fill_and_close(store, run_id, result, model_options, strategy_options)
+    except Exception:
+        # a run MLflow refused to fill is no run of the row: left RUNNING it would read as
+        # one being logged, and the next sync would wait on it instead of logging the row
+        with contextlib.suppress(Exception):
+            store.client.delete_run(run_id)
+        raise
+    return run_id
+
+
+def _fill_and_close(
+    store: Store,
+    run_id: str,
+    result: Result,
+    model_options: dict[str, Any],
+    strategy_options: dict[str, Any],
+) -> None:
+    """The job's dataset input, tags, params and metrics, then its end."""
     _log_problem(store, run_id, result)
     tags = {
         "problem": problem_name(result),
@@ -377,7 +400,6 @@ def log_result(
     params = params_of(result, model_options, strategy_options)
     ended = RunEnd.FAILED if result.status == Status.FAILED else RunEnd.FINISHED
     _log_and_close(store, run_id, metrics_of(result), params, tags, ended)
-    return run_id
 
 
 def log_row(result: Result, tracking: Tracking, parent_run_id: str = "") -> str:

@@ -96,7 +96,25 @@ def chart_section(
     if len(name) > MAX_SECTION_NAME:
         digest = hashlib.sha256(name.encode()).hexdigest()[:10]
         name = f"{name[: MAX_SECTION_NAME - 12]}.. {digest}"
-    return "".join(c if c.isalnum() or c in "_-.: " else "_" for c in name)
+    return key_part(name)
+
+
+MAX_KEY = 250  # MLflow's longest metric or param key
+
+
+def mlflow_key(key: str) -> str:
+    """``key`` as MLflow takes it: each ``/``-separated part a ``key_part``, at most MAX_KEY."""
+    return "/".join(key_part(part) for part in key.split("/"))[:MAX_KEY]
+
+
+def key_part(text: str) -> str:
+    """``text`` as one part of an MLflow key (a metric's, a param's): MLflow's characters
+    only (letters, digits, ``_ - . :`` and spaces; anything else ``_``, ``/`` too),
+    and never a path that resolves elsewhere (MLflow refuses a key that ``normpath`` would
+    change: ``..`` or ``.`` at a part's start are ``_``)."""
+    safe = "".join(c if c.isalnum() or c in "_-.: " else "_" for c in text)
+    dots = len(safe) - len(safe.lstrip("."))
+    return "_" * dots + safe[dots:] or "_"
 
 
 def charts(section: str) -> list[dict]:

@@ -8,6 +8,7 @@ from rich.console import Console
 from rich.table import Table
 from rich.text import Text
 
+from jacbench.record.text import shown_lines
 from jacbench.report import analysis
 from jacbench.report.display import NOISY, NOISY_LEGEND, legend_if_unsettled
 from jacbench.report.problems import normalise, problems
@@ -38,7 +39,7 @@ def print_recommendations(rows: pd.DataFrame, console: Console) -> None:
     labelled, _ = normalise(rows)
     for title, group in problems(labelled):
         sentence = analysis.recommend(title, group).sentence().replace("**", "")
-        console.print(Text(f"Recommended: {sentence}"))
+        console.print(Text(shown_lines(f"Recommended: {sentence}")))  # a name's escapes too
 
 
 def print_findings(rows: pd.DataFrame, console: Console) -> None:

@@ -13,6 +13,7 @@ from rich.table import Table
 from jacbench.core.enums import Status
 from jacbench.record import variant
 from jacbench.record.result import Result
+from jacbench.record.text import terminal_text
 from jacbench.timing.noise import is_noisy
 from jacbench.timing.rule import (
     decimals,
@@ -197,7 +198,7 @@ def _reference(result: Result) -> str:
 
 def _problem(result: Result) -> str:
     """The problem with what is known of it (a job that failed before setup has no shape)."""
-    text = result.model + (f" (wrt {result.wrt})" if result.wrt else "")
+    text = terminal_text(result.model) + (f" (wrt {result.wrt})" if result.wrt else "")
     if result.n_in is not None and result.n_out is not None:
         text += f": M={result.n_out} outputs x N={result.n_in} inputs"
     return text + (f", batch {result.batch}" if result.batch and result.batch > 1 else "")
@@ -270,14 +271,17 @@ def result_table(result: Result, with_reason: bool = True) -> Table:
     what is known is shown; ``with_reason=False`` leaves the failure reason to the caller's
     own line, so it is printed once."""
     table = Table(
-        title=f"jacbench: {result.variant or result.strategy} on {result.model}", show_header=False
+        title=f"jacbench: {result.variant or result.strategy} on {terminal_text(result.model)}",
+        show_header=False,
     )
     table.add_column("field", style="bold")
     table.add_column("value", max_width=VALUE_WIDTH)  # long values wrap, the table stays narrow
     style = STATUS_STYLE.get(result.status, "")
     named = result.device_name and result.device_name != result.device
     device = result.device + (f" ({result.device_name})" if named else "")
-    reason = f": {result.error_message}" if result.error_message and with_reason else ""
+    reason = (
+        f": {terminal_text(result.error_message)}" if result.error_message and with_reason else ""
+    )
     rows = [
         ("problem", _problem(result)),
         ("strategy", _strategy(result)),
@@ -325,11 +329,12 @@ def summary_table(rows: pd.DataFrame, missing_jobs: list[int]) -> Table:
         )
     for _, row in rows.iterrows():
         status = str(row["status"])
-        note = "already done (resumed)" if bool(row.get("resumed")) else str(row["error_message"])
+        resumed = bool(row.get("resumed"))
+        note = "already done (resumed)" if resumed else terminal_text(row["error_message"])
         table.add_row(
             str(row["job_num"]),
             variant.of_row(row),
-            str(row["model"]),
+            terminal_text(row["model"]),
             str(row["dtype"]),
             str(row["device"]),
             *([round_text(row)] if with_round else []),

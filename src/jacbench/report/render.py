@@ -7,6 +7,7 @@ import html
 from pathlib import Path
 
 from jacbench.record.markdown import markdown_safe
+from jacbench.record.text import shown
 
 
 def markdown_table(header: list[str], lines: list[list[str]]) -> str:
@@ -87,6 +88,12 @@ class Document:
 
     def write(self, folder: Path, stem: str = "report") -> tuple[Path, Path]:
         md, page = folder / f"{stem}.md", folder / f"{stem}.html"
-        md.write_text("\n".join(self.md) + "\n")
-        page.write_text("\n".join([*self.html, "</body></html>"]) + "\n")
+        md.write_text(_shown_lines([*self.md, ""]))  # a name's escape sequences: escaped
+        page.write_text(_shown_lines([*self.html, "</body></html>", ""]))
         return md, page
+
+
+def _shown_lines(parts: list[str]) -> str:
+    """The parts joined by line breaks, each line's control characters (a name's terminal
+    escape sequences) written escaped: a report read with ``cat`` or ``less -R`` acts on none."""
+    return "\n".join(shown(line) for part in parts for line in part.split("\n"))

@@ -20,6 +20,7 @@ from jacbench.core.errors import ConfigError
 from jacbench.core.interrupt import watched
 from jacbench.record.mlflow_run import Tracking
 from jacbench.record.result import Round
+from jacbench.record.text import terminal_text
 from jacbench.report.display import make_console, print_result
 from jacbench.run.claims import claimed
 from jacbench.run.collector import Collector
@@ -130,11 +131,11 @@ def run_in_sweep(
             )
             return
     for result in results:
+        what = f"{result.strategy} {result.model} {result.dtype} {result.device}"
         console.print(
-            f"[{done}/{sweep.total}] job {num}: {result.strategy} {result.model} {result.dtype} "
-            f"{result.device}: {result.status}"
+            f"[{done}/{sweep.total}] job {num}: {terminal_text(what)}: {result.status}"
             + (" (side by side)" if pair is not None else "")
-            + (f" ({result.error_message})" if result.error_message else "")
+            + (f" ({terminal_text(result.error_message)})" if result.error_message else "")
         )
 
 

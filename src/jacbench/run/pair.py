@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import re
 from dataclasses import asdict, dataclass
 from datetime import datetime
 from typing import Any
@@ -60,6 +61,23 @@ def contestant(cfg: DictConfig) -> dict[str, Any]:
     return {key: plain(cfg[key]) for key in CONTESTANT_KEYS}
 
 
+# ``${`` and the backslashes right before it: what OmegaConf reads as an interpolation
+_INTERPOLATION = re.compile(r"(\\*)\$\{")
+
+
+def literal(value: Any) -> Any:
+    """Resolved config values (dicts, lists, text) that ``OmegaConf.create`` takes as they
+    are: each ``${`` escaped (and the backslashes before it doubled), so nothing a user
+    wrote as text is resolved a second time."""
+    if isinstance(value, str):
+        return _INTERPOLATION.sub(lambda m: m.group(1) * 2 + "\\${", value)
+    if isinstance(value, dict):
+        return {key: literal(item) for key, item in value.items()}
+    if isinstance(value, list):
+        return [literal(item) for item in value]
+    return value
+
+
 @dataclass(frozen=True)
 class Pair:
     """Two first-round jobs of one problem, re-timed side by side."""
@@ -71,7 +89,9 @@ class Pair:
     after: str  # ISO time of the newer of their first-round rows: a re-timing is newer
 
     def contestant_configs(self) -> list[DictConfig]:
-        return [OmegaConf.create(config) for config in self.configs]
+        """Each contestant's config, its resolved values kept as they are: a ``${...}`` in
+        them is text a user gave (a name), never interpolated again."""
+        return [OmegaConf.create(literal(config)) for config in self.configs]
 
     def hashes(self) -> list[str]:
         return [config_hash(cfg) for cfg in self.contestant_configs()]

@@ -12,7 +12,7 @@ from rich.text import Text
 
 from jacbench.record.atomic import write_atomic
 from jacbench.record.markdown import wrapped_prose
-from jacbench.record.text import one_line
+from jacbench.record.text import one_line, shown_lines
 from jacbench.run.inputs import load_analysis
 from jacbench.run.sweep.state import SweepState
 
@@ -65,6 +65,7 @@ def answer_experiment(
         answer += "\n\nTimed again side by side before naming a winner:\n" + "\n".join(
             f"- {line}" for line in retimed
         )
+    answer = shown_lines(answer)  # names in it: their escape sequences escaped
     console.print(Panel(Text(answer), title="answer", expand=False))
     title = f"# Answer: {str(state.analysis).partition(':')[0].rpartition('.')[2]}"
     try:

@@ -106,7 +106,7 @@ def summarise(state: SweepState, console: Any) -> ParentOutcome:
         try:
             from jacbench.report import write_report  # matplotlib: only when needed
 
-            write_report(rows, report_dir)
+            write_report(shown_text(rows), report_dir)
             artifacts.append(report_dir)
             console.print(f"Report: {report_dir / 'report.html'}")
             if state.tracking:
@@ -209,3 +209,15 @@ def print_recommendations(rows: Any, console: Any) -> None:
     from jacbench.report.console import print_recommendations as recommendations  # pandas
 
     recommendations(rows, console)
+
+
+def shown_text(rows: Any) -> Any:
+    """The rows with their text (names, messages) ``shown``: what the report draws and
+    writes, where a name's escape sequences would reach whoever reads a figure or a page."""
+    from jacbench.record.text import shown
+
+    out = rows.copy()
+    for column in out.columns:
+        if out[column].map(lambda v: isinstance(v, str) and not v.isprintable()).any():
+            out[column] = out[column].map(lambda v: shown(v) if isinstance(v, str) else v)
+    return out
