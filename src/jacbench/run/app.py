@@ -69,6 +69,7 @@ def run_in_sweep(
     so that a sweep running beside this one (same results folder) never measures it twice:
     rows it recorded meanwhile are reused (``jacbench.run.resume``). A side-by-side job
     (``round=side_by_side``) re-times its pair and records a row for each."""
+    progress.between()  # nothing of this job is on disk yet, whatever the last job left
     beside_sweep = launcher_kind(HydraConfig.get().launcher).beside_sweep
     exit_with(sweep.sweep_pid, beside_sweep)  # never outlive a killed sweep
     num = sweep.position(HydraConfig.get().job.num)
@@ -137,6 +138,7 @@ def run_in_sweep(
             + (" (side by side)" if pair is not None else "")
             + (f" ({terminal_text(result.error_message)})" if result.error_message else "")
         )
+    progress.between()
 
 
 def run(cfg: DictConfig, progress: JobProgress, collector: Collector) -> None:

@@ -23,6 +23,12 @@ class JobProgress:
     row: Path | None = None
     in_sweep: bool = False
 
+    def between(self) -> None:
+        """No job of this process under way: before a sweep's job has begun measuring (its
+        claim, the check for a row to reuse) and once its records are done, so that a
+        signal then never speaks of the job before it."""
+        self.stage, self.row = Stage.IDLE, None
+
     def measuring(self) -> None:
         self.stage, self.row = Stage.MEASURING, None
 

@@ -35,6 +35,10 @@ def close_sweep(state: SweepState, stopped_by: str = "") -> int:
         if stopped_by:
             why = f"stopped by {stopped_by}: run the same sweep again to resume"
             outcome = dataclasses.replace(outcome, killed=True, reason=why)
+    except KeyboardInterrupt as exc:  # Ctrl-C or a signal during the summary: KILLED
+        why = f"stopped by {str(exc) or 'Ctrl-C'} during its summary: run the same sweep again"
+        outcome = dataclasses.replace(outcome, killed=True, reason=why)
+        raise
     except BaseException as exc:
         reason = one_line(exc)
         outcome = dataclasses.replace(outcome, reason=f"{type(exc).__name__}: {reason}")
