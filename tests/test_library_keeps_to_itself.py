@@ -250,3 +250,27 @@ def test_batchnorm_in_train_mode_under_jacfwd_is_one_clear_error():
     x = torch.randn(5, 3, dtype=torch.float64)
     with pytest.raises(UnsupportedFunction, match="model.eval()"):
         jacbench.prepare(net, x, "jacfwd")(x)
+
+
+def test_a_generator_seeded_inside_f_under_vmap_is_one_clear_error():
+    def f(x: torch.Tensor) -> torch.Tensor:
+        gen = torch.Generator().manual_seed(0)
+        return torch.tanh(x) * (1 + torch.randn(3, generator=gen, dtype=torch.float64))
+
+    _, x = net_and_point()
+    with pytest.raises(UnsupportedFunction, match="draws random numbers"):
+        jacbench.prepare(f, x, "jacfwd")(x)
+    J = jacbench.prepare(f, x, "autograd_loop")(x)  # right, and the same at every call
+    torch.testing.assert_close(J, torch.autograd.functional.jacobian(f, x))
+
+
+@pytest.mark.parametrize("name", ["jacfwd", "sparse_jacfwd", "forward_ad_loop"])
+def test_forward_mode_without_torchs_derivative_names_the_operator(name):
+    points = torch.randn(5, 2, dtype=torch.float64, generator=torch.Generator().manual_seed(2))
+
+    def f(x: torch.Tensor) -> torch.Tensor:
+        return torch.cdist(x.reshape(-1, 2), points).reshape(-1)
+
+    x = torch.randn(8, dtype=torch.float64)
+    with pytest.raises(UnsupportedFunction, match="no forward-mode derivative of _cdist_forward"):
+        jacbench.prepare(f, x, name)(x)

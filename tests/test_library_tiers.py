@@ -31,9 +31,7 @@ def problem():
     return make_problem("net", net, torch.randn(3, dtype=torch.float64), "input", False)
 
 
-def tiers_with(
-    later, name: str = "folded", patience: float | None = 0.0
-) -> tuple[Tiered, object]:
+def tiers_with(later, name: str = "folded", patience: float | None = 0.0) -> tuple[Tiered, object]:
     """Tiered jacfwd (eager), then ``later`` built as its next tier at the first call."""
     p = problem()
     eager = REGISTRY.prepare("jacfwd", p)

@@ -73,7 +73,10 @@ def prepare(
         dense = options.get("output", "dense") == "dense" and strategy != "auto"
         if dense:
             check_answer_fits(problem.n_out, problem.n_in, problem.dtype, problem.device)
-        flat = registry.prepare(strategy, problem, **options)
+        try:
+            flat = registry.prepare(strategy, problem, **options)
+        except RuntimeError as exc:
+            raise (known_cause(exc) or exc) from exc
     check = None
     if kind is Kind.EXACT:
 

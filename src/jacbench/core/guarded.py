@@ -26,6 +26,7 @@ from typing import Any
 
 import torch
 
+from jacbench.core import torch_internals
 from jacbench.core.errors import RetraceStorm
 
 # (f's graph over its inputs, the inputs, x's index among them, the call's whole x)
@@ -69,16 +70,24 @@ class Guarded:
         make: Make,
         storm: str = "warn",
     ) -> None:
-        self.point, self.make, self.storm = point, make, storm
+        self.f, self.point, self.make, self.storm = f, point, make, storm
         self.captures, self.trace_s, self.since_s, self.warned = 0, 0.0, 0.0, False
         self._call = threading.local()  # this thread's call: its x, point and answer
-        self._compiled = torch.compile(
-            own_entry(f), backend=self._backend, fullgraph=True, dynamic=False
+        self._hooks = torch_internals.module_hooks()
+        self._compiled = self._captured()
+
+    def _captured(self) -> Callable:
+        """f as dynamo captures it, with this object's backend (a code object of its own)."""
+        return torch.compile(
+            own_entry(self.f), backend=self._backend, fullgraph=True, dynamic=False
         )
 
     def __call__(self, x: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
         call = self._call
         call.x, call.point, call.out, call.storm = x, self.point(x), None, None
+        hooks = torch_internals.module_hooks()
+        if hooks != self._hooks:  # a global module hook added or removed: capture f again
+            self._hooks, self._compiled = hooks, self._captured()
         try:
             with warnings.catch_warnings():
                 warnings.simplefilter("ignore", FutureWarning)  # inductor's own deprecations
@@ -86,6 +95,9 @@ class Guarded:
         except Exception as exc:
             if call.storm is not None:
                 raise call.storm from None
+            inner = getattr(exc, "inner_exception", None)  # dynamo's wrapper of the backend's
+            if isinstance(inner, NotCaptured):
+                raise inner from None
             reason = " ".join(str(exc).split())[:300]
             raise NotCaptured(f"{type(exc).__name__}: {reason}") from exc
         finally:
@@ -106,12 +118,18 @@ class Guarded:
         start = time.perf_counter()
 
         def f_of(*args: torch.Tensor) -> Any:
-            (value,) = gm(*args)  # one output: f's value
+            (value,) = gm.forward(*args)  # one output: f's value (no module hooks of its own)
             return value
 
         if len(_outputs(gm)) != 1:
             raise NotCaptured("f's graph has outputs besides f's value (it changes state)")
-        run = self.make(f_of, tuple(inputs), k, call.x)
+        try:
+            run = self.make(f_of, tuple(inputs), k, call.x)
+        except NotCaptured:
+            raise
+        except Exception as exc:  # said as it is, not as dynamo's wrapper of it
+            reason = " ".join(str(exc).split())[:300]
+            raise NotCaptured(f"{type(exc).__name__}: {reason}") from exc
         self.captures += 1
         self.trace_s, self.since_s = time.perf_counter() - start, 0.0
 

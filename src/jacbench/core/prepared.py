@@ -12,6 +12,7 @@ import cmath
 import contextlib
 import math
 import os
+import re
 import threading
 import warnings
 from collections.abc import Callable
@@ -359,6 +360,12 @@ _CAUSES = (
         "(module.to_empty / p.data = p.clone() under torch.inference_mode(False))",
     ),
     (
+        "called random operation while in randomness error mode",
+        "f draws random numbers (from a generator seeded inside f too), which torch.func's "
+        "vmap refuses: use a strategy of plain autograd (prepare(f, x, 'autograd_loop') or "
+        "'double_backward'), or draw the numbers outside f and pass them in",
+    ),
+    (
         "mutate a captured Tensor",
         "f writes into a tensor it captured (e.g. BatchNorm's running statistics in train "
         "mode), which torch.func's transforms cannot differentiate: call model.eval(), or "
@@ -367,9 +374,18 @@ _CAUSES = (
 )
 
 
+_NO_FORWARD_AD = re.compile(r"forward AD with (\S+) that does not support it")
+
+
 def known_cause(exc: Exception | None) -> UnsupportedFunction | None:
     """The error to raise instead of torch's ``exc`` where its cause is known; else None."""
     text = str(exc) if exc is not None else ""
+    missing = _NO_FORWARD_AD.search(text)
+    if missing:
+        return UnsupportedFunction(
+            f"torch has no forward-mode derivative of {missing.group(1)}, which f uses: use a "
+            "reverse-mode strategy (jacrev, sparse_jacrev, or the default auto)"
+        )
     for words, why in _CAUSES:
         if words in text:
             return UnsupportedFunction(why)

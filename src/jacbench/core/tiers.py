@@ -85,6 +85,15 @@ class Tiered:
     def chosen_strategy(self) -> str:
         return self.current.strategy
 
+    @property
+    def building(self) -> bool:
+        """Whether a tier is being built behind the caller's calls: never."""
+        return False
+
+    def join(self, timeout: float | None = None) -> bool:
+        """Wait for a build behind the caller's calls: there is none (True at once)."""
+        return True
+
     def jac(self, x: torch.Tensor) -> Any:
         return self._answer(x, both=False)
 

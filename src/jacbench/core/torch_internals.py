@@ -80,6 +80,20 @@ def inductor_compile(
     )
 
 
+def module_hooks() -> tuple[int, ...]:
+    """Which global module hooks are registered now (``register_module_forward_hook`` and
+    the like): dynamo's guards do not follow one registered after a capture."""
+    from torch.nn.modules import module
+
+    hooks = (
+        module._global_forward_pre_hooks,
+        module._global_forward_hooks,
+        module._global_backward_pre_hooks,
+        module._global_backward_hooks,
+    )
+    return tuple(key for table in hooks for key in table)
+
+
 def op_schema(target: object) -> Any | None:
     """An aten operation's schema (which arguments it writes, which outputs alias an
     input); None for anything else (operator.getitem, a Python function)."""

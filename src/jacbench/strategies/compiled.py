@@ -147,7 +147,7 @@ def retraced(
 
         graph = _first_traced(transforms, (x, *others))
         if not compile:  # inductor fuses the basis into its kernels: hoisted only eagerly
-            return optimised(graph, (x, *others), [_folded, _hoisted])
+            return optimised(graph, (x, *others), [_folded, _hoisted]).forward  # no hooks
         graph = optimised(graph, (x, *others), [_folded, transpose_narrow])
         return compile_graph(graph, (x, *others), mode)
 
@@ -160,7 +160,11 @@ def retraced(
             return traced(x)
         except guarded.NotCaptured as exc:
             if traced.captures == 0:  # never captured: this form cannot be built
-                raise StrategySkip(f"cannot trace f into one graph: {exc}") from None
+                raise StrategySkip(
+                    f"cannot trace f into one graph ({exc}): f reads a number from a tensor, "
+                    "branches on a value or calls what torch.compile cannot trace; an eager "
+                    "strategy (jacfwd, jacrev) computes its Jacobian"
+                ) from None
             if not state["warned"]:
                 state["warned"] = True
                 warnings.warn(
@@ -181,7 +185,7 @@ def _first_traced(
     transforms: Callable[[], list[Callable]], inputs: tuple[torch.Tensor, ...]
 ) -> torch.fx.GraphModule:
     """The graph of the first of ``transforms()`` (of f's graph, over ``inputs``) that
-    traces; a skip naming why none does."""
+    traces; ``NotCaptured`` naming why none does."""
     failure: Exception | None = None
     try:
         with torch.enable_grad():
@@ -195,7 +199,7 @@ def _first_traced(
     except Exception as exc:
         failure = exc
     reason = " ".join(str(failure).split())[:300]
-    raise StrategySkip(f"cannot trace f into one graph: {type(failure).__name__}: {reason}")
+    raise guarded.NotCaptured(f"{type(failure).__name__}: {reason}")
 
 
 def _folded(graph: torch.fx.GraphModule, inputs: tuple[torch.Tensor, ...]) -> None:
