@@ -14,6 +14,7 @@ from typing import Any
 from omegaconf import DictConfig, OmegaConf, open_dict, read_write
 
 from jacbench.record.mlflow_run import Tracking, start_parent_run
+from jacbench.record.server_probe import unanswered
 from jacbench.record.text import one_line
 from jacbench.report.display import make_console
 from jacbench.run.claims import boot_id
@@ -68,7 +69,10 @@ def open_sweep(config: DictConfig, jobs: int) -> SweepState:
             launch_dir, config.mlflow.tracking_uri, config.mlflow.experiment
         )
         state.tracking = dataclasses.asdict(tracking)
+        silent = unanswered(tracking.uri)  # said at once, not after MLflow's own tries
         try:
+            if silent:
+                raise ConnectionError(f"the tracking server does not answer: {silent}")
             state.parent_run_id = start_parent_run(
                 tracking,
                 sweep_name_of(config, jobs),
