@@ -25,6 +25,7 @@ from matplotlib.axis import Axis  # noqa: E402
 from matplotlib.backends.backend_agg import FigureCanvasAgg, RendererAgg  # noqa: E402
 from matplotlib.figure import Figure  # noqa: E402
 from matplotlib.lines import Line2D  # noqa: E402
+from matplotlib.path import Path as MplPath  # noqa: E402
 from matplotlib.text import Text  # noqa: E402
 from matplotlib.ticker import (  # noqa: E402
     FixedLocator,
@@ -466,14 +467,28 @@ def accuracy_per_strategy(rows: pd.DataFrame) -> Figure | None:
 
 def _offsets() -> list[tuple[int, int]]:
     """Label offsets (points) tried in turn: beside the point first, then further above and
-    below (with a leader line), right before left."""
-    near = [(6, 4), (6, -10), (-6, 4), (-6, -10)]
-    far = [(dx, sign * dy) for dy in range(18, 100, 13) for sign in (1, -1) for dx in (9, -9)]
-    return near + far
+    below with a leader line (straight up or down before aslant), right before left."""
+    far = [
+        (dx, sign * dy)
+        for across in ((9, -9), (40, -40))  # straight up or down first, then aslant
+        for dy in range(18, 180, 13)
+        for sign in (1, -1)
+        for dx in across
+    ]
+    return NEAR_OFFSETS + far
 
 
+NEAR_OFFSETS = [(6, 4), (6, -10), (-6, 4), (-6, -10)]  # beside the point: no leader line
 OFFSETS = _offsets()
 MARKER_HALF_PT = 3  # half a marker (points) kept clear of names: a point stays visible
+PICK_HALF_PT = math.sqrt(PICK_STYLE["s"]) / 2  # half the pick's star (its size is in pt^2)
+LABEL_GAP_PT = 3  # kept between two names
+COVERED = 10  # a name over a name or a point: worse than any few crossed leader lines
+
+
+def _leader(offset: tuple[int, int]) -> bool:
+    """Whether a label at ``offset`` is joined to its point by a line (it is not beside it)."""
+    return offset not in NEAR_OFFSETS
 
 
 def _label_box(anchor: tuple[float, float], size: tuple[float, float], offset, scale: float):
@@ -494,36 +509,90 @@ def _annotate(ax, label: str, xy: tuple[float, float], offset: tuple[int, int]) 
         fontsize=SMALL,
         ha="left" if dx > 0 else "right",
         va="center",
-        arrowprops={"arrowstyle": "-", "lw": 0.5, "color": "0.5"} if abs(dy) > 12 else None,
+        arrowprops={"arrowstyle": "-", "lw": 0.5, "color": "0.5"} if _leader(offset) else None,
     )
 
 
-def name_points(ax, xs, ys, labels, renderer) -> None:
-    """Write each point's label beside it, at the first offset where it overlaps no label
-    or point already placed; far ones get a leader line (a crowded cluster keeps its last
-    try rather than dropping a name). The figure must have been laid out (drawn) with its
-    limits final. Each label is measured once and its box at every offset computed from
-    that (a trial label per offset, and a draw per panel, took seconds per report)."""
+def _distance(box: Bbox, point: tuple[float, float]) -> float:
+    """Display units from ``point`` to the nearest edge of ``box`` (0 inside it)."""
+    px, py = point
+    dx = max(box.x0 - px, 0.0, px - box.x1)
+    dy = max(box.y0 - py, 0.0, py - box.y1)
+    return math.hypot(dx, dy)
+
+
+def _told_apart(box: Bbox, own: tuple[float, float], others: list, margin: float) -> bool:
+    """Whether a label without a leader line reads as its own point's: no other point is
+    within ``margin`` of being as near to it."""
+    near = _distance(box, own) + margin
+    return all(_distance(box, point) > near for point in others)
+
+
+def name_points(ax, xs, ys, labels, renderer, clear_pt=None) -> None:
+    """Write each point's label inside the axes, beside its point where no other point is
+    as near to the label, else further off with a leader line; at the first offset where
+    it overlaps no label or point already placed, else where it overlaps fewest (a crowded
+    cluster keeps every name, inside the axes). ``clear_pt``: points' half-widths kept clear
+    of names (a bigger marker, such as the pick's star), ``MARKER_HALF_PT`` by default.
+    The figure must have been laid out (drawn) with its limits final. Each label is
+    measured once and its box at every offset computed from that (a trial label per
+    offset, and a draw per panel, took seconds per report)."""
     scale = ax.figure.dpi / 72.0  # points to pixels
-    half = MARKER_HALF_PT * scale
-    placed = [  # every point's marker: no name is written over another strategy's point
-        Bbox.from_extents(px - half, py - half, px + half, py + half)
-        for px, py in (ax.transData.transform((x, y)) for x, y in zip(xs, ys, strict=True))
+    xs, ys, labels = list(xs), list(ys), list(labels)
+    clear_pt = clear_pt if clear_pt is not None else [MARKER_HALF_PT] * len(labels)
+    anchors = [tuple(ax.transData.transform((x, y))) for x, y in zip(xs, ys, strict=True)]
+    markers = [  # every point's marker: no name is written over another strategy's point
+        Bbox.from_extents(px - h * scale, py - h * scale, px + h * scale, py + h * scale)
+        for (px, py), h in zip(anchors, clear_pt, strict=True)
     ]
-    for x, y, label in sorted(zip(xs, ys, labels, strict=True), key=lambda p: (p[0], -p[1])):
-        probe = _annotate(ax, label, (x, y), OFFSETS[0])
+    named: list[tuple[Bbox, MplPath | None]] = []  # each name placed, and its leader line
+    frame = ax.bbox
+    order = sorted(range(len(labels)), key=lambda i: (anchors[i][0], -anchors[i][1]))
+    for i in order:
+        anchor, label = anchors[i], labels[i]
+        others = [a for j, a in enumerate(anchors) if j != i]
+        probe = _annotate(ax, label, (xs[i], ys[i]), OFFSETS[0])
         extent = Text.get_window_extent(probe, renderer)  # the words, not the leader line
+        extent = extent.padded(LABEL_GAP_PT * scale / 2)  # a space between neighbours
         probe.remove()
-        anchor = tuple(ax.transData.transform((x, y)))
-        for offset in OFFSETS:
-            box = _label_box(anchor, (extent.width, extent.height), offset, scale)
-            inside = ax.bbox.contains(box.x0, box.y0) and ax.bbox.contains(box.x1, box.y1)
-            if (inside and not any(box.overlaps(other) for other in placed)) or (
-                offset == OFFSETS[-1]
-            ):
+        size = (extent.width, extent.height)
+        best: tuple[tuple[int, int], Bbox, MplPath | None] | None = None
+        for rank, offset in enumerate(OFFSETS):
+            box = _label_box(anchor, size, offset, scale)
+            if not (frame.contains(box.x0, box.y0) and frame.contains(box.x1, box.y1)):
+                continue
+            if not _leader(offset) and not _told_apart(box, anchor, others, 4 * scale):
+                continue  # beside a crowd: another point could be read as its own
+            line = _leader_line(box, anchor) if _leader(offset) else None
+            clashes = COVERED * sum(box.overlaps(m) for m in markers) + sum(
+                _clash(box, line, *other) for other in named
+            )
+            if best is None or (clashes, rank) < best[0]:
+                best = ((clashes, rank), box, line)
+            if clashes == 0:
                 break
-        _annotate(ax, label, (x, y), offset)
-        placed.append(box)
+        if best is None:  # no offset fits inside the axes: the first led one
+            rank = len(NEAR_OFFSETS)
+            box = _label_box(anchor, size, OFFSETS[rank], scale)
+            line = _leader_line(box, anchor)
+        else:
+            (_, rank), box, line = best
+        _annotate(ax, label, (xs[i], ys[i]), OFFSETS[rank])
+        named.append((box, line))
+
+
+def _leader_line(box: Bbox, anchor: tuple[float, float]) -> MplPath:
+    """The leader line of a label in ``box``: from its point towards the box's centre
+    (where matplotlib aims it; the box hides the rest)."""
+    return MplPath([anchor, ((box.x0 + box.x1) / 2, (box.y0 + box.y1) / 2)])
+
+
+def _clash(box: Bbox, line: MplPath | None, other: Bbox, other_line: MplPath | None) -> int:
+    """How badly a name (and its leader line) meets another: words over words worst
+    (``COVERED``), a line through a name less (1 each way), else 0."""
+    crossed = line is not None and line.intersects_bbox(other, filled=False)
+    crossing = other_line is not None and other_line.intersects_bbox(box, filled=False)
+    return COVERED * box.overlaps(other) + crossed + crossing
 
 
 POINT_NAME_WIDTH = 30  # characters a line of a point's name
@@ -594,7 +663,8 @@ def speed_vs_accuracy(
             for label in ok["label"]
         ]
         errors = ok["err_eps"].clip(lower=ZERO_ERR)
-        name_points(ax, ok["time_median_s"] * 1e3, errors, names, renderer)
+        clear = [PICK_HALF_PT if lb == picks.get(title) else MARKER_HALF_PT for lb in ok["label"]]
+        name_points(ax, ok["time_median_s"] * 1e3, errors, names, renderer, clear)
     return fig
 
 
