@@ -15,6 +15,7 @@ from typing import Any
 import torch
 from torch import nn
 
+from jacbench.benchmark.model_size import check_model_fits
 from jacbench.core.errors import ConfigError
 from jacbench.core.memory_budget import check_input_fits
 from jacbench.core.problem import WRT_CHOICES, FunctionModule, Problem, make_problem
@@ -90,8 +91,13 @@ def build_problem(
         raise ConfigError("the model config needs a _target_ (an importable callable or module)")
     keys, cfg = ModelKeys.split(model_cfg)
     name, target = keys.name, cfg["_target_"]
-    torch.manual_seed(seed)  # parameter initialisation is part of the problem's identity
     import hydra.utils  # here, not at the top: the library (jacbench.prepare) needs no Hydra
+
+    def build(config: dict[str, Any]) -> Any:
+        return hydra.utils.instantiate(config, _convert_="all")
+
+    check_model_fits(build, cfg, name, dtype)  # on the meta device: no memory, no RNG
+    torch.manual_seed(seed)  # parameter initialisation is part of the problem's identity
 
     try:
         obj = hydra.utils.instantiate(cfg, _convert_="all")
