@@ -78,3 +78,69 @@ def test_the_figure_rings_only_the_settled_change(tmp_path):
     rings = [c for ax in fig.axes for c in ax.collections if c.get_label() == RING]
     (ring,) = rings
     assert [tuple(p) for p in ring.get_offsets()] == [(2.0, 6.0)]  # jacfwd at version 2
+
+
+def two_problems(tmp_path):
+    """Two problems across two versions: the first with jacfwd and jacrev, the second with
+    jacrev alone (a panel's first line is not the same strategy in every panel)."""
+    folders = [tmp_path / name for name in ("v1", "v2")]
+    for folder, torch_version, scale in zip(folders, ("2.1.0", "2.2.0"), (1.0, 1.5), strict=True):
+        record(folder, torch_version, {"jacfwd": 3.5 * scale, "jacrev": 1.0 * scale})
+        write_result(
+            make_result(
+                model="tanh",
+                strategy="jacrev",
+                time_median_s=2e-3 * scale,
+                torch_version=torch_version,
+                config_hash="tanh-jacrev",
+                job_id=hashlib.md5(f"{folder.name}-tanh".encode()).hexdigest()[:16],
+            ),
+            folder,
+        )
+    return folders
+
+
+def line_colours(fig) -> dict[str, set[str]]:
+    """Each strategy's line colours over every panel, by the label it was drawn with."""
+    from matplotlib.colors import to_hex
+
+    found: dict[str, set[str]] = {}
+    for ax in fig.axes:
+        for bars in ax.containers:  # an errorbar per strategy: its data line's colour
+            found.setdefault(bars.get_label(), set()).add(to_hex(bars.lines[0].get_color()))
+    return found
+
+
+def test_a_strategy_has_one_colour_in_every_panel_and_in_the_legend(tmp_path):
+    from matplotlib.colors import to_hex
+
+    from jacbench.report.history import history_figure
+
+    versions, rows = read_history(two_problems(tmp_path))
+    fig = history_figure(rows, versions, [c for c in changes(rows) if c.settled])
+    assert len(fig.axes) == 2
+    colours = line_colours(fig)
+    assert set(colours) == {"jacfwd", "jacrev"}
+    assert all(len(c) == 1 for c in colours.values()), colours  # one colour across panels
+    assert colours["jacfwd"] != colours["jacrev"]
+    (legend,) = fig.legends
+    shown = {
+        text.get_text(): to_hex(handle.get_color())
+        for text, handle in zip(legend.get_texts(), legend.legend_handles, strict=True)
+        if text.get_text() in colours
+    }
+    assert shown == {label: next(iter(c)) for label, c in colours.items()}
+
+
+def test_the_history_page_has_a_table_of_the_figures_numbers(tmp_path):
+    folders = [str(f) for f in two_problems(tmp_path)]
+    assert report_main(["--history", *folders, "--out", str(tmp_path / "out")]) == 0
+    text = (tmp_path / "out" / "history.md").read_text()
+    numbers = text.split("## Numbers", 1)[1]
+    assert "| problem | strategy | version 1 | version 2 | change |" in numbers
+    jacfwd = next(line for line in numbers.splitlines() if "| jacfwd |" in line)
+    assert "3.50 ms" in jacfwd and "5.25 ms" in jacfwd and "1 -> 2: slower 1.5x" in jacfwd
+    tanh = next(line for line in numbers.splitlines() if line.startswith("| tanh"))
+    assert "2.00 ms" in tanh and "3.00 ms" in tanh
+    page = (tmp_path / "out" / "history.html").read_text()
+    assert page.index("data:image/png") < page.index("<th>version 1</th>")  # below the figure

@@ -18,6 +18,7 @@ import pandas as pd
 from matplotlib.figure import Figure
 
 from jacbench.record.parquet import read_results
+from jacbench.report.display import time_text
 from jacbench.report.plots import (
     DPI,
     FONT,
@@ -125,6 +126,24 @@ def changes(rows: pd.DataFrame) -> list[Change]:
     return found
 
 
+STYLE_MARKERS = ("o", "s", "^", "D", "v", "P", "X", "<", ">", "*")
+
+
+def strategy_styles(labels: list[str]) -> dict[str, dict[str, str]]:
+    """One colour (and marker) per strategy variant, the same in every panel, so that the
+    figure's one legend names each line right: ten colours, then each again with another
+    marker and line style."""
+    styles = {}
+    for i, label in enumerate(labels):
+        turn = i // 10
+        styles[label] = {
+            "color": f"C{i % 10}",
+            "marker": STYLE_MARKERS[turn % len(STYLE_MARKERS)],
+            "linestyle": ("-", "--", ":", "-.")[turn % 4],
+        }
+    return styles
+
+
 def history_figure(
     rows: pd.DataFrame, versions: list[Version], settled: list[Change]
 ) -> Figure | None:
@@ -145,6 +164,7 @@ def history_figure(
         layout="constrained",
     )
     handles = {}
+    styles = strategy_styles(sorted({str(lb) for _, g in groups for lb in g["label"]}))
     for ax, (title, group) in zip(axes.flat, groups, strict=False):
         for label, series in group.groupby("label", sort=True):
             points = pd.concat(
@@ -157,9 +177,9 @@ def history_figure(
                 points["version"] + 1,
                 points["time_median_s"] * 1e3,
                 yerr=interval_bars(points) * 1e3,
-                fmt="-o",
                 capsize=3,
                 label=str(label),
+                **styles[str(label)],
             )
             handles[str(label)] = bars
             rings = [c.after for c in settled if c.problem == title and c.label == label]
@@ -183,8 +203,42 @@ def history_figure(
         ax.tick_params(labelsize=SMALL)
     for ax in list(axes.flat)[len(groups) :]:
         ax.remove()
-    figure_legend(fig, list(handles.values()), ncols=4)
+    ring = [handles.pop(RING)] if RING in handles else []  # after the strategies
+    figure_legend(fig, [*handles.values(), *ring], ncols=4)
     return finish(fig)
+
+
+def number_lines(
+    rows: pd.DataFrame, versions: list[Version], found: list[Change]
+) -> tuple[list[str], list[list[str]]]:
+    """The figure's numbers as a table: a line per problem and strategy, its median time with
+    its interval in each version ("-" where it was not measured), and its last change by
+    the rule."""
+    header = ["problem", "strategy", *(f"version {v.position + 1}" for v in versions), "change"]
+    lines: list[list[str]] = []
+    if rows.empty:
+        return header, lines
+    last = {(c.problem, c.label): c for c in found}  # in order: the latest change is kept
+    for title, group in problems(rows):
+        by_version = {v: latest_ok(g).set_index("label") for v, g in group.groupby("version")}
+        labels = sorted({str(lb) for frame in by_version.values() for lb in frame.index})
+        for label in labels:
+            cells = [
+                time_text(by_version[v.position].loc[label])
+                if v.position in by_version and label in by_version[v.position].index
+                else "-"
+                for v in versions
+            ]
+            change = last.get((title, label))
+            word = "" if change is None else _change_word(change)
+            lines.append([title, label, *cells, word])
+    return header, lines
+
+
+def _change_word(change: Change) -> str:
+    word = {Order.FASTER: "faster", Order.SLOWER: "slower"}.get(change.order, "not settled")
+    ratio = f" {change.ratio:.3g}x" if change.settled else ""
+    return f"{change.before + 1} -> {change.after + 1}: {word}{ratio}"
 
 
 def history_report(folders: list[Path], out: Path) -> tuple[Path, list[str]]:
@@ -216,5 +270,13 @@ def history_report(folders: list[Path], out: Path) -> tuple[Path, list[str]]:
             display_width(fig),
         )
         plt.close(fig)
+    header, lines = number_lines(rows, versions, found)
+    if lines:
+        doc.heading("Numbers")
+        doc.paragraph(
+            "The figure's points: median time per Jacobian [95% interval of the median] in "
+            "each version, and each strategy's last change by the rule."
+        )
+        doc.table(header, lines)
     md, _ = doc.write(out, "history")
     return md, [head, *(v.label for v in versions), *(c.line(versions) for c in settled)]
