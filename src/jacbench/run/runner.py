@@ -88,6 +88,25 @@ _NOT_APPLICABLE = [
 ]
 
 
+# torch's words for an operator it has no reverse-mode derivative of (unique, ...)
+_NO_DERIVATIVE = re.compile(r"the derivative for '(?P<op>[\w.]+)' is not implemented")
+
+
+def no_derivative(text: str) -> str:
+    """torch's "the derivative for '_unique2' is not implemented" as a line naming the
+    operator and what can still give its Jacobian ("" for any other text)."""
+    found = _NO_DERIVATIVE.search(text)
+    if found is None:
+        return ""
+    op = found["op"]
+    name = op.strip("_").rstrip("0123456789") or op
+    return (
+        f"torch has no derivative of {name} ({op}), which f uses: no strategy by automatic "
+        "differentiation (jacrev, sparse_jacrev, auto's tiers...) can give this Jacobian; "
+        "finite differences can (sparse_fd, fd_central)"
+    )
+
+
 def classify(exc: BaseException) -> tuple[Status, str]:
     """(status, one-line message) for an exception raised inside a job.
 
@@ -100,7 +119,7 @@ def classify(exc: BaseException) -> tuple[Status, str]:
         return Status.SKIPPED, first_line
     if isinstance(exc, ConfigError):
         return Status.FAILED, first_line
-    message = f"{type(exc).__name__}: {first_line}".rstrip(": ")
+    message = no_derivative(text) or f"{type(exc).__name__}: {first_line}".rstrip(": ")
     if isinstance(exc, NotImplementedError) or any(re.search(p, text) for p in _NOT_APPLICABLE):
         return Status.SKIPPED, message
     return Status.FAILED, message

@@ -1,0 +1,36 @@
+"""An operator torch has no derivative of (``unique``) under a sparse or AD strategy is one
+line naming it and what still works, not torch's raw "derivative ... not implemented"
+(issue 60)."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+
+import jacbench
+from jacbench.core.enums import Status
+from jacbench.run.runner import classify
+
+
+def f(x: torch.Tensor) -> torch.Tensor:
+    return x * torch.unique(x).sum()
+
+
+@pytest.mark.parametrize("strategy", ["sparse_jacrev", "jacrev"])
+def test_unique_under_an_ad_strategy_is_one_line_naming_it(strategy):
+    x = torch.randn(5, dtype=torch.float64)
+    with pytest.raises(Exception) as caught:
+        jacbench.prepare(f, x, strategy=strategy)(x)
+    status, message = classify(caught.value)
+    assert status == Status.SKIPPED
+    assert message.startswith("torch has no derivative of unique (_unique2), which f uses")
+    assert "finite differences can (sparse_fd, fd_central)" in message
+
+
+def test_sparse_fd_gives_the_dense_fallback_the_docs_promise():
+    x = torch.randn(5, dtype=torch.float64)
+    prep = jacbench.prepare(f, x, strategy="sparse_fd")
+    assert prep.info.pattern_source.startswith("dense")
+    assert torch.as_tensor(
+        prep(x).to_dense() if hasattr(prep(x), "to_dense") else prep(x)
+    ).shape == (5, 5)
