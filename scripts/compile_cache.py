@@ -1,4 +1,4 @@
-"""Why each compiled Jacobian gets a code object of its own (``strategies.compiled.own_entry``).
+"""Why each compiled Jacobian gets a code object of its own (``core.guarded.own_entry``).
 
 dynamo keeps at most ``cache_size_limit`` (8) compiled versions per code object, and every
 ``torch.func.jacfwd(f)`` shares one wrapper's code: preparing compiled Jacobians of 11
@@ -16,7 +16,7 @@ import time
 
 import torch
 
-from jacbench.strategies.compiled import own_entry
+from jacbench.core.guarded import own_entry
 
 PROBLEMS, CALLS = 11, 300
 

@@ -14,6 +14,7 @@ parameters).
 
 from __future__ import annotations
 
+import functools
 import json
 import statistics
 import subprocess
@@ -103,26 +104,23 @@ def first_call_s(rounds: int = 3) -> float:
 
 
 def frozen_check_us() -> dict[str, float]:
-    """CPU us of the per-call check of what a traced graph froze, on seed004's module and on
-    its residual as a plain function (``Watch.changed``; ``Captured.changed`` before it)."""
+    """CPU us a call of a traced graph spends on what keeps it valid (dynamo's guards on
+    seed004's module and on its residual as a plain function, and the global-hooks check
+    jacbench adds), measured as a capture of f with a backend that runs f's graph as it is
+    against f called directly."""
+    from jacbench.core import torch_internals
+    from jacbench.core.guarded import own_entry
     from jacbench.models.seeds import Residual
-
-    try:
-        from jacbench.core.watch import Watch
-
-        def check(root):
-            return Watch([root]).changed
-    except ImportError:  # a checkout before the watch
-        from jacbench.core.fold import Captured
-        from jacbench.core.problem import FunctionModule
-
-        def check(root):
-            module = root if isinstance(root, torch.nn.Module) else FunctionModule(root)
-            return Captured(module).changed
 
     scope: dict = {}
     exec(RESIDUAL, scope)
-    return per_call_us({"module": check(Residual()), "function": check(scope["residual"])})
+    calls: dict[str, Callable[[], object]] = {"global hooks check": torch_internals.module_hooks}
+    for name, f in (("module", Residual()), ("function", scope["residual"])):
+        theta = torch.zeros(84) if name == "function" else torch.zeros(144, 3)
+        guarded = torch.compile(own_entry(f), backend="eager", fullgraph=True, dynamic=False)
+        calls[f"{name}: captured"] = functools.partial(guarded, theta)
+        calls[f"{name}: plain"] = functools.partial(f, theta)
+    return per_call_us(calls)
 
 
 def main() -> None:
@@ -135,7 +133,7 @@ def main() -> None:
         return t * 2
 
     preps = {
-        "auto": jacbench.prepare(double, x, patience=1e9),  # stays in its eager tier
+        "auto": jacbench.prepare(double, x),  # its eager tier until settled
         "jacfwd": jacbench.prepare(double, x, "jacfwd"),
         "jacrev": jacbench.prepare(double, x, "jacrev"),
     }
@@ -149,10 +147,10 @@ def main() -> None:
     layers = {
         k: frames_to_f(lambda f, k=k, o=o: jacbench.prepare(f, x, k, **o), x)
         - frames_to_f(lambda f, k=k: getattr(torch.func, "jacfwd" if k == "auto" else k)(f), x)
-        for k, o in (("auto", {"patience": 1e9}), ("jacfwd", {}), ("jacrev", {}))
+        for k, o in (("auto", {}), ("jacfwd", {}), ("jacrev", {}))
     }
     evaluations = {
-        "auto": evaluations_at_prepare("auto", patience=1e9),
+        "auto": evaluations_at_prepare("auto"),
         "jacfwd": evaluations_at_prepare("jacfwd"),
         "jacrev": evaluations_at_prepare("jacrev"),
     }

@@ -11,6 +11,7 @@ import scipy.sparse.linalg
 import torch
 
 import jacbench
+from jacbench.core.errors import UnsupportedFunction
 from helpers.contract import rel_err
 from jacbench.benchmark.problems import build_problem
 from jacbench.core import sparsity
@@ -302,9 +303,9 @@ def test_nonzero_in_f_falls_back_to_the_dense_pattern(strategy):
         assert rel_err(prep(x), expected) < (1e-6 if strategy == "sparse_fd" else 1e-14)
 
 
-def test_unique_in_f_is_dense_for_differences_and_torchs_own_error_for_ad():
-    """torch has no derivative of unique: the AD strategies say so as jacrev does; the
-    finite difference works on the dense pattern."""
+def test_unique_in_f_is_dense_for_differences_and_one_clear_error_for_ad():
+    """torch has no derivative of unique: the AD strategies say so in one line naming it and
+    the way that works; the finite difference works on the dense pattern."""
     x0 = torch.randn(8, generator=torch.Generator().manual_seed(2), dtype=torch.float64)
     prep = jacbench.prepare(unique_values, x0, "sparse_fd")
     assert prep.info.pattern_source.startswith("dense: no pattern could be proved")
@@ -312,7 +313,7 @@ def test_unique_in_f_is_dense_for_differences_and_torchs_own_error_for_ad():
     expected = torch.diag(torch.ones(8, dtype=torch.float64))[torch.argsort(x)]
     assert rel_err(prep(x), expected) < 1e-6
     for strategy in ("sparse_jacfwd", "sparse_jacrev"):
-        with pytest.raises(NotImplementedError, match="_unique2"):
+        with pytest.raises(UnsupportedFunction, match="derivative of _unique2.*sparse_fd"):
             jacbench.prepare(unique_values, x0, strategy)
 
 

@@ -375,6 +375,7 @@ _CAUSES = (
 
 
 _NO_FORWARD_AD = re.compile(r"forward AD with (\S+) that does not support it")
+_NO_DERIVATIVE = re.compile(r"the derivative for '?([\w.]+)'? is not implemented")
 
 
 def known_cause(exc: Exception | None) -> UnsupportedFunction | None:
@@ -384,7 +385,14 @@ def known_cause(exc: Exception | None) -> UnsupportedFunction | None:
     if missing:
         return UnsupportedFunction(
             f"torch has no forward-mode derivative of {missing.group(1)}, which f uses: use a "
-            "reverse-mode strategy (jacrev, sparse_jacrev, or the default auto)"
+            "reverse-mode strategy (jacrev, sparse_jacrev, the default auto) where it has a "
+            "reverse-mode one, else finite differences (fd_central, sparse_fd)"
+        )
+    missing = _NO_DERIVATIVE.search(text)
+    if missing:
+        return UnsupportedFunction(
+            f"torch has no derivative of {missing.group(1)}, which f uses: no AD strategy "
+            "can differentiate f; use finite differences (fd_central, sparse_fd)"
         )
     for words, why in _CAUSES:
         if words in text:
