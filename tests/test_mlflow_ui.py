@@ -354,3 +354,29 @@ def test_several_problems_get_an_answer_run_each_and_the_charts_a_section_each(c
     assert {r.info.run_id for r in shown} == {c.info.run_id for c in children}  # its jobs only
     keys = {c["metricKey"] for c in state["compareRunCharts"] if c["type"] == "BAR"}
     assert "mlp N32 M48 float64 cpu/log10_time_us" in keys
+
+
+def test_the_sweep_runs_image_cards_show_its_figures_at_full_size(tmp_path: Path):
+    """MLflow's image cards show an image's ``+compressed`` copy: log_image shrinks it to
+    256 px, where a figure's labels cannot be read. The sweep run's copies are the figure."""
+    from PIL import Image
+
+    from jacbench.record.mlflow_run import ParentOutcome, finish_parent_run, start_parent_run
+
+    tracking = _tracking(tmp_path)
+    figure = tmp_path / "speed_vs_accuracy.png"
+    Image.new("RGB", (2200, 1400), "white").save(figure)
+    run_id = start_parent_run(tracking, "sweep", {})
+    outcome = ParentOutcome({"n_ok": 1.0}, images={"speed_vs_accuracy": figure})
+    assert finish_parent_run(tracking, run_id, outcome) == []
+    client = MlflowClient(tracking.uri)
+    files = [a.path for a in client.list_artifacts(run_id, "images")]
+    shown = [f for f in files if f.split(".")[0].endswith("+compressed")]  # what a card shows
+    full = [f for f in files if f not in shown]
+    assert len(shown) == 1 and len(full) == 1, files
+    assert full[0].startswith("images/speed_vs_accuracy+step+0+timestamp+")
+    for path in (*shown, *full):
+        local = client.download_artifacts(run_id, path, str(tmp_path / "back"))
+        with Image.open(local) as image:
+            assert image.size == (2200, 1400), path
+    assert client.get_run(run_id).data.tags["mlflow.loggedImages"] == "True"

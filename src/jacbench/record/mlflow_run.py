@@ -13,7 +13,11 @@ import functools
 import json
 import math
 import os
+import re
+import shutil
+import tempfile
 import time
+import uuid
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -592,14 +596,23 @@ class ParentOutcome:
         return cls(**data)
 
 
-def _log_image(store: Store, run_id: str, key: str, path: Path) -> None:
-    """A PNG as an MLflow image with a key: shown in the run's and the chart view's image
-    cards, not only as a file among the artifacts."""
-    from PIL import Image  # matplotlib's own dependency
+IMAGE_KEY_CHARS = re.compile(r"^[a-zA-Z0-9_\-. ]+$")  # what MLflow allows in an image key
 
-    with Image.open(path) as image:
-        image.load()
-        _retry(lambda: store.client.log_image(run_id, image, key=key, synchronous=True))
+
+def _log_image(store: Store, run_id: str, key: str, path: Path) -> None:
+    """A PNG as an MLflow image with a key, at full size: shown in the run's and the chart
+    view's image cards, not only as a file among the artifacts. The cards show the
+    ``+compressed`` copy that ``MlflowClient.log_image`` shrinks to 256 px (a figure's
+    labels unreadable there), so both copies here are the PNG itself, in the file names
+    that ``log_image`` gives them."""
+    if not IMAGE_KEY_CHARS.match(key):
+        raise ValueError(f"image key {key!r}: letters, digits, '_-. ' only")
+    stem = f"{key}+step+0+timestamp+{int(time.time() * 1000)}+{uuid.uuid4()}"
+    with tempfile.TemporaryDirectory() as folder:
+        for name in (f"{stem}.png", f"{stem}+compressed.png"):
+            shutil.copyfile(path, Path(folder, name))
+        _retry(lambda: store.client.log_artifacts(run_id, folder, artifact_path="images"))
+    _retry(lambda: store.client.set_tag(run_id, "mlflow.loggedImages", "True"))
 
 
 def _log_images(store: Store, parent_id: str, outcome: ParentOutcome) -> list[str]:
