@@ -39,8 +39,7 @@ def one_line(what: object, limit: int | None = 300) -> str:
 
 class ShownLogFilter(logging.Filter):
     """Log records with their control characters shown escaped, line by line: Hydra's
-    launchers log each job's overrides, names included (installed on the console and file
-    handlers by ``hydra.hydra_logging`` and ``hydra.job_logging`` in conf/config.yaml)."""
+    launchers log each job's overrides, names included (``shown_logs`` installs it)."""
 
     def filter(self, record: logging.LogRecord) -> bool:
         message = record.getMessage()
@@ -48,3 +47,23 @@ class ShownLogFilter(logging.Filter):
             record.msg = shown_lines(message)
             record.args = None
         return True
+
+
+# The launchers' loggers, which log each job's overrides (names included) as it starts. A
+# logger's own filters outlive Hydra's logging set-up, which replaces the handlers.
+LAUNCHER_LOGGERS = (
+    "hydra._internal.core_plugins.basic_launcher",
+    "hydra_plugins.hydra_joblib_launcher._core",
+    "hydra_plugins.hydra_submitit_launcher.submitit_launcher",
+)
+
+
+def shown_logs() -> None:
+    """``ShownLogFilter`` on the launchers' loggers and on the root logger's handlers as they
+    are now, once each: called as a sweep starts and as each job starts (whatever
+    ``hydra/job_logging`` was chosen)."""
+    targets: list[logging.Filterer] = [logging.getLogger(name) for name in LAUNCHER_LOGGERS]
+    targets += logging.getLogger().handlers
+    for target in targets:
+        if not any(isinstance(f, ShownLogFilter) for f in target.filters):
+            target.addFilter(ShownLogFilter())

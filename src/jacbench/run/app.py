@@ -20,7 +20,7 @@ from jacbench.core.errors import ConfigError
 from jacbench.core.interrupt import watched
 from jacbench.record.mlflow_run import Tracking
 from jacbench.record.result import Round
-from jacbench.record.text import terminal_text
+from jacbench.record.text import shown_logs, terminal_text
 from jacbench.report.display import make_console, print_result
 from jacbench.run.claims import claimed
 from jacbench.run.collector import Collector
@@ -199,6 +199,7 @@ class Task:
     exit_code: int = 0
 
     def __call__(self, cfg: DictConfig) -> None:
+        shown_logs()  # the job's own logging, as Hydra just set it up
         run(cfg, self.progress, self.collector)
 
     def sweep_started(self) -> None:

@@ -35,7 +35,7 @@ from omegaconf import DictConfig
 from jacbench.core.enums import LauncherKind
 from jacbench.core.errors import ConfigError
 from jacbench.record.result import Round
-from jacbench.record.text import one_line
+from jacbench.record.text import one_line, shown_logs
 from jacbench.report.display import make_console
 from jacbench.run.claims import CLAIMS, holder, sweep_holds_any
 from jacbench.run.identity import config_hash
@@ -329,6 +329,7 @@ def run_sweep(
     max_batch_size: int | None,
 ) -> int:
     """The whole sweep; returns its exit code (1 when a job failed or left no record)."""
+    shown_logs()  # the launcher logs each job's overrides: a name's escapes escaped
     with refusing():
         values = swept_values(params, arguments, loader)
     jobs = list_jobs(values)
