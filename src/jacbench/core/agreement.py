@@ -34,7 +34,7 @@ def _product(jacobian: Any, v: torch.Tensor, n_out: int) -> torch.Tensor:
         dense = jacobian.reshape(-1, n_out, v.shape[-1]).to(torch.float64)
         return torch.einsum("bmn,bn->bm", dense, v.reshape(-1, v.shape[-1]).to(torch.float64))
     if isinstance(jacobian, torch.Tensor):  # torch CSR: one point
-        return (jacobian.to(torch.float64) @ v.reshape(-1, 1).to(torch.float64)).reshape(1, -1)
+        jacobian = _scipy_csr(jacobian)
     product = jacobian @ v.reshape(-1).to(torch.float64).cpu().numpy()  # scipy CSR
     return torch.as_tensor(product, dtype=torch.float64).reshape(1, -1)
 
@@ -45,10 +45,19 @@ def _transposed(jacobian: Any, u: torch.Tensor, n_in: int) -> torch.Tensor:
     if isinstance(jacobian, torch.Tensor) and jacobian.layout == torch.strided:
         dense = jacobian.reshape(u.shape[0], u.shape[1], n_in).to(torch.float64)
         return torch.einsum("bm,bmn->bn", u, dense)
-    if isinstance(jacobian, torch.Tensor):  # torch CSR: one point
-        return (u.reshape(1, -1) @ jacobian.to(torch.float64)).reshape(1, -1)
+    if isinstance(jacobian, torch.Tensor):  # torch CSR, one point: scipy's product is
+        jacobian = _scipy_csr(jacobian)  # several times faster than torch's on the CPU
     product = jacobian.T @ u.reshape(-1).cpu().numpy()  # scipy CSR
     return torch.as_tensor(product, dtype=torch.float64).reshape(1, -1)
+
+
+def _scipy_csr(jacobian: torch.Tensor) -> Any:
+    """A torch CSR matrix as scipy's (float64, on the CPU), sharing what it can."""
+    import scipy.sparse
+
+    parts = (jacobian.values(), jacobian.col_indices(), jacobian.crow_indices())
+    values, columns, rows = (t.detach().cpu().numpy() for t in parts)
+    return scipy.sparse.csr_array((values.astype("float64"), columns, rows), jacobian.shape)
 
 
 def _absolute(jacobian: Any) -> Any:
