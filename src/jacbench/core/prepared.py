@@ -184,9 +184,9 @@ class Prepared:
         if self.tiers is None:
             return self.declared_info
         tiers = self.tiers
-        built = tiers.current.info.built
+        built = tiers.current.info.built or self.declared_info.built
         if len(tiers.history) > 1:
-            built += f" (tiers: {' -> '.join(tiers.history)})"
+            built += f" (after tiers {' -> '.join(tiers.history[:-1])})"
         return replace(
             self.declared_info, tier=tiers.tier, chosen_strategy=tiers.chosen_strategy, built=built
         )

@@ -417,15 +417,10 @@ class TimedForm:
 
 
 def timed_form(prep: Any) -> TimedForm:
+    """What the timed calls ran: the prepared Jacobian's info once it was settled (a tiered
+    auto's tier, and its form's description with the tiers before it)."""
     info = prep.info
-    tiers = getattr(prep, "tiers", None)
-    if tiers is None:
-        return TimedForm(info.tier, info.built, info.chosen_strategy)
-    built = tiers.current.info.built or info.built
-    history = list(tiers.history)
-    if len(history) > 1:
-        built += f" (after tiers {' -> '.join(history[:-1])})"
-    return TimedForm(tiers.tier, built, tiers.chosen_strategy)
+    return TimedForm(info.tier, info.built, info.chosen_strategy)
 
 
 def _judged_sampled(job: JobSpec, problem: Problem, records: list[Any]) -> Judged:
