@@ -11,11 +11,10 @@ import scipy.sparse.linalg
 import torch
 
 import jacbench
-from jacbench.core.errors import UnsupportedFunction
 from helpers.contract import rel_err
 from jacbench.benchmark.problems import build_problem
 from jacbench.core import sparsity
-from jacbench.core.errors import ConfigError
+from jacbench.core.errors import ConfigError, UnsupportedFunction
 from jacbench.core.pattern_trace import Unprovable, traced_pattern
 from jacbench.models.pde import Burgers1D, banded_pattern
 
