@@ -94,3 +94,22 @@ def test_seed004_says_an_unsettled_default_plainly():
     text = seed004.answer(rows)
     assert "takes not settled" not in text
     assert "functional against fd_forward_loop: not settled" in text
+
+
+@pytest.mark.slow  # a process of its own: torch warns once per process
+def test_a_csr_sparse_run_says_nothing_of_torchs_beta_csr_support(cli):
+    """torch warns that CSR support is in beta on every sparse run with output=csr: nothing
+    the user can act on. jacbench hides that one warning where it builds the CSR answer."""
+    proc = cli(
+        "strategy=sparse_jacfwd",
+        "strategy.output=csr",
+        "model=burgers",
+        "model.n=16",
+        "mlflow.enabled=false",
+        "timing=quick",
+        subprocess=True,
+    )
+    assert proc.returncode == 0, proc.stderr
+    assert "ok" in proc.stdout
+    assert "Sparse CSR tensor support is in beta" not in proc.stdout + proc.stderr
+    assert "UserWarning" not in proc.stderr, proc.stderr

@@ -15,6 +15,7 @@ colours, their lower bound, the density and where the pattern came from are decl
 from __future__ import annotations
 
 import functools
+import warnings
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
@@ -34,6 +35,7 @@ from jacbench.strategies.func import per_point
 
 PATTERN_SOURCES = ("auto", "detect", "probe")
 OUTPUTS = ("dense", "csr", "scipy")
+CSR_BETA = "Sparse CSR tensor support is in beta state"  # torch's warning, said to no user
 PASSES = ("functorch", "autograd", "autograd_batched")
 CHUNK_ELEMENTS = 1 << 20  # perturbed numbers evaluated at once by sparse_fd
 MAX_DETECT_POINTS = 100  # each costs N forward-mode passes; a bound, not a useful value
@@ -124,6 +126,19 @@ class Assembler:
     output: str
     crow: torch.Tensor  # CSR row pointers of the pattern
     linear: torch.Tensor  # each nonzero's index in the flattened (M, N) matrix
+
+    def __post_init__(self) -> None:
+        """torch warns once a process, at its first CSR matrix, that CSR support is in beta:
+        nothing a user can act on. That first matrix is built here, the warning hidden (a
+        filter in ``__call__`` would cost every timed call)."""
+        if self.output == "csr":
+            cols = self.pattern.cols
+            with warnings.catch_warnings():
+                warnings.filterwarnings("ignore", CSR_BETA, UserWarning)
+                torch.sparse_csr_tensor(
+                    self.crow, cols, torch.zeros(cols.numel(), device=cols.device),
+                    size=self.pattern.shape, check_invariants=False,
+                )  # fmt: skip
 
     def __call__(self, values: torch.Tensor) -> Any:
         """A new matrix at each call: its index arrays are copies (a caller that edits one
