@@ -2,8 +2,8 @@
 (optional: ``pip install "jax[cpu]" asdex``; None where JAX is not installed).
 
 Bundle adjustment: a function of one observation's 15 unknowns (camera 11, point 3, weight 1)
-giving its two reprojection residuals, ``vmap(jacfwd)`` over the observations under ``jit``:
-the (P, 2, 15) blocks, and the weight residuals' (P,) 1x1 blocks. Hand tracking: the same
+giving its two reprojection residuals, ``vmap(jacrev)`` (or ``jacfwd``) over the
+observations under ``jit``, returning the CSR's values (``ba``'s forms). Hand tracking: the same
 objective as ``jacbench.models.hand_tracking`` (its buffers, as numpy), ``jit(jacfwd)``: the
 dense (3C, 26) Jacobian of the simple variant; the complicated one by theta (26 tangents) and
 by each point's two u's (``vmap`` over points, 3x2 blocks), assembled dense as auto returns
@@ -66,9 +66,16 @@ def _rotation_matrix(jnp: Any, rot: Any) -> Any:
     return jnp.where(small, eye + _cross_matrix(jnp, rot), rotation)
 
 
-def ba(model: Any) -> tuple[Callable[[Any], Any], Any]:
-    """(jitted x -> (reprojection blocks (P, 2, 15), weight blocks (P,)), x as a JAX array)
-    for a ``BundleAdjustment`` model."""
+BA_FORMS = ("csr_jacrev", "csr", "blocks")  # the best first
+
+
+def ba(model: Any, form: str = "csr_jacrev") -> tuple[Callable[[Any], Any], Any]:
+    """(jitted x -> the Jacobian's values, x as a JAX array) for a ``BundleAdjustment``
+    model: one observation's 15 unknowns -> its 2 residuals, ``vmap`` over the observations.
+    ``form``: ``csr_jacrev`` (``jacrev``, its (P, 2, 15) blocks flattened: the CSR's values
+    in row order), ``csr`` (the same by ``jacfwd``), ``blocks`` (``jacfwd``, the blocks left
+    (P, 2, 15): XLA lays that output out slower). The weight residuals' (P,) 1x1 blocks
+    come beside them."""
     jax = _jax()
     jnp = jax.numpy
     n_cams = 11 * model.n
@@ -84,7 +91,7 @@ def ba(model: Any) -> tuple[Callable[[Any], Any], Any]:
         distortion = 1 + cam[9] * rsq + cam[10] * rsq * rsq
         return w * (plane * distortion * cam[6] + cam[7:9] - feature)
 
-    block = jax.vmap(jax.jacfwd(observation))
+    block = jax.vmap((jax.jacrev if form == "csr_jacrev" else jax.jacfwd)(observation))
 
     @jax.jit
     def jacobian(x: Any) -> Any:
@@ -92,7 +99,8 @@ def ba(model: Any) -> tuple[Callable[[Any], Any], Any]:
         points = x[n_cams : n_cams + 3 * model.m].reshape(model.m, 3)
         weights = x[n_cams + 3 * model.m :]
         gathered = jnp.concatenate([cams[obs_cam], points[obs_point], weights[:, None]], 1)
-        return block(gathered), -2 * weights
+        blocks = block(gathered)
+        return (blocks if form == "blocks" else blocks.reshape(-1)), -2 * weights
 
     return jacobian, jnp.asarray(model.sample_input(None).numpy())
 
