@@ -18,10 +18,20 @@ def f(x: torch.Tensor) -> torch.Tensor:
 
 @pytest.mark.parametrize("strategy", ["sparse_jacrev", "jacrev"])
 def test_unique_under_an_ad_strategy_is_one_line_naming_it(strategy):
+    """Whichever layer says it (the library's UnsupportedFunction, or the runner's reading of
+    torch's own error): the job's line names unique and finite differences."""
     x = torch.randn(5, dtype=torch.float64)
     with pytest.raises(Exception) as caught:
         jacbench.prepare(f, x, strategy=strategy)(x)
-    status, message = classify(caught.value)
+    _, message = classify(caught.value)
+    assert message.startswith("torch has no derivative of "), message
+    assert "_unique2" in message and "sparse_fd" in message and "\n" not in message
+
+
+def test_torchs_own_no_derivative_error_is_translated():
+    """A strategy (a plugin's) that lets torch's error through: one line, not torch's."""
+    raw = NotImplementedError("the derivative for '_unique2' is not implemented.")
+    status, message = classify(raw)
     assert status == Status.SKIPPED
     assert message.startswith("torch has no derivative of unique (_unique2), which f uses")
     assert "finite differences can (sparse_fd, fd_central)" in message
