@@ -11,11 +11,10 @@ import pytest
 import torch
 
 import jacbench
-from jacbench.benchmark.problems import build_problem
 from jacbench.benchmark.reference import References, sampled_reference
 from jacbench.core.enums import Kind, Mode
 from jacbench.core.registry import load_registry
-from jacbench.testing import PROBLEMS, TOLERANCE, jacobian_at, prepare_for_contract
+from jacbench.testing import TOLERANCE, jacobian_at, prepare_for_contract, problem
 
 pytestmark = pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA GPU")
 CUDA, CPU = torch.device("cuda"), torch.device("cpu")
@@ -23,7 +22,7 @@ NAMES = sorted(load_registry().strategies)
 
 
 def on(device: torch.device, key: str = "mlp", dtype: torch.dtype = torch.float64):
-    return build_problem(PROBLEMS[key], dtype, device, seed=0)
+    return problem(key, dtype, device)
 
 
 @pytest.mark.parametrize("key", ["mlp", "mlp-params", "mlp-batch3"])

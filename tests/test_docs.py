@@ -88,3 +88,11 @@ def test_every_forum_experiment_has_a_sample_the_script_generates():
     presets = {p.stem for p in (ROOT / "conf" / "experiment").glob("*.yaml")}
     assert presets and presets <= set(documented), presets - set(documented)
     assert set(documented) <= presets, set(documented) - presets
+
+
+def test_ci_installs_exactly_as_the_readme_says():
+    """.ci/run's install line is the README's, with the benchmark's extra (issue 61)."""
+    readme, ci = ((ROOT / p).read_text().splitlines() for p in ("README.md", ".ci/run"))
+    install = [line for line in readme if line.startswith("python3 -m venv")]
+    assert install == [line for line in ci if line.startswith("python3 -m venv")]
+    assert '-e ".[bench,dev]"' in install[0]

@@ -1,40 +1,123 @@
 """The contract every registered strategy keeps, as checks a plugin author can run.
 
-``python -m jacbench.check NAME`` runs them on any installed strategy (``jacbench.check``);
-jacbench's own test suite runs the same checks on every registered strategy. A check
-prepares the strategy with its declared ``test_options`` (``@strategy(..., test_options=)``:
-cheaper settings for expensive defaults, e.g. auto without compiling) and raises
-``ContractError`` with what went wrong; ``StrategySkip`` from the strategy is a skip where the
-contract allows one (``analytic`` without a formula, a batch without ``batch=True``).
+``python -m jacbench.check NAME`` runs them on any installed strategy; jacbench's own suite
+runs the same checks on every registered strategy. A check prepares the strategy with its
+declared ``test_options`` and raises ``ContractError`` with what went wrong; ``StrategySkip``
+is a skip where the contract allows one (``analytic`` without a formula, a batch without
+``batch=True``). The problems are plain torch, each with its expected Jacobian (a formula, or
+reverse mode in float64), so the contract needs the library alone: no Hydra, no benchmark.
 """
 
 from __future__ import annotations
 
 import functools
+import math
 from collections.abc import Callable
 from dataclasses import dataclass
 from enum import Enum
 
 import torch
+from torch import nn
 
-from jacbench.benchmark.problems import build_problem
 from jacbench.core.enums import Kind, Mode
 from jacbench.core.errors import PointMismatch, StrategySkip
-from jacbench.core.problem import Problem
+from jacbench.core.problem import Problem, make_problem
 from jacbench.core.registry import Registry, load_registry
 
 CPU = torch.device("cpu")
-MLP = {"_target_": "jacbench.models.mlp.MLP", "n_in": 6, "hidden": 9, "n_out": 4, "depth": 2}
-# The small problems of the contract: inputs, parameters, a formula, a batch of points.
-PROBLEMS: dict[str, dict] = {
-    "mlp": MLP,
-    "mlp-params": {**MLP, "wrt": "params"},
-    "reciprocal": {"_target_": "jacbench.models.toy.Reciprocal", "n": 5},
-    "mlp-batch3": {**MLP, "batch": 3},
-}
 # Relative Frobenius error allowed at float64: exact strategies to rounding, approximate ones
 # (finite differences) to their truncation error on these small problems.
 TOLERANCE = {Kind.EXACT: 1e-12, Kind.APPROXIMATE: 1e-6}
+
+
+class TanhMLP(nn.Sequential):
+    """Linear and tanh layers, weights drawn from ``seed`` (the global RNG left alone)."""
+
+    accepts_batch = True
+    input_shape: tuple[int, ...]
+
+    def __init__(self, sizes: tuple[int, ...], seed: int = 0) -> None:
+        gen = torch.Generator().manual_seed(seed)
+        layers: list[nn.Module] = []
+        for n_in, n_out in zip(sizes[:-1], sizes[1:], strict=True):
+            linear = nn.Linear(n_in, n_out, dtype=torch.float64)
+            with torch.no_grad():
+                linear.weight.copy_(torch.randn(n_out, n_in, generator=gen) / math.sqrt(n_in))
+                linear.bias.copy_(0.1 * torch.randn(n_out, generator=gen))
+            layers += [linear, nn.Tanh()]
+        super().__init__(*layers[:-1])  # no tanh after the last layer
+        self.input_shape = (sizes[0],)
+
+    def chain_rule(self, x: torch.Tensor) -> torch.Tensor:
+        """The Jacobian by hand at one point: W_k diag(1 - tanh^2) ... W_1."""
+        jac, h = torch.eye(x.numel(), dtype=x.dtype, device=x.device), x
+        for layer in self:
+            if isinstance(layer, nn.Linear):
+                jac, h = layer.weight @ jac, layer(h)
+            else:
+                h = torch.tanh(h)
+                jac = (1 - h**2)[:, None] * jac
+        return jac
+
+
+class Reciprocal(nn.Module):
+    """x -> 1/x, with its formula: the analytic strategy's problem."""
+
+    accepts_batch = True
+    input_shape: tuple[int, ...]
+
+    def __init__(self, n: int) -> None:
+        super().__init__()
+        self.input_shape = (n,)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return 1 / x
+
+    def analytic_jacobian(self, x: torch.Tensor) -> torch.Tensor:
+        return torch.diag(-1 / x**2)
+
+
+def _reciprocal_jacobian(module: nn.Module, x: torch.Tensor) -> torch.Tensor:
+    return torch.diag(-(x**-2))
+
+
+def _chain_rule(module: nn.Module, x: torch.Tensor) -> torch.Tensor:
+    assert isinstance(module, TanhMLP)
+    return module.chain_rule(x)
+
+
+@dataclass(frozen=True)
+class Scenario:
+    """One problem of the contract: a plain torch module at a seeded point, w.r.t. its input
+    or its parameters, one point or a batch, and its expected Jacobian at one point
+    (``None``: reverse mode in float64)."""
+
+    make: Callable[[], TanhMLP | Reciprocal]
+    expected: Callable[[nn.Module, torch.Tensor], torch.Tensor] | None
+    wrt: str = "input"
+    batch: int = 1
+
+    def problem(self, key: str, dtype: torch.dtype, device: torch.device) -> Problem:
+        module = self.make().to(device=device, dtype=dtype).eval().requires_grad_(False)
+        gen = torch.Generator().manual_seed(0)
+        shape = (self.batch, *module.input_shape) if self.batch > 1 else module.input_shape
+        x = torch.randn(shape, generator=gen, dtype=torch.float64)
+        x = torch.where(x.abs() < 0.1, torch.full_like(x, 0.5), x)  # 1/x well conditioned
+        has_formula = hasattr(module, "analytic_jacobian")
+        return make_problem(key, module, x.to(device, dtype), self.wrt, has_formula, self.batch)
+
+
+def _mlp() -> TanhMLP:
+    return TanhMLP((6, 9, 9, 4))
+
+
+# The small problems of the contract: inputs, parameters, a formula, a batch of points.
+PROBLEMS: dict[str, Scenario] = {
+    "mlp": Scenario(_mlp, _chain_rule),
+    "mlp-params": Scenario(_mlp, None, wrt="params"),
+    "reciprocal": Scenario(functools.partial(Reciprocal, 5), _reciprocal_jacobian),
+    "mlp-batch3": Scenario(_mlp, _chain_rule, batch=3),
+}
 
 
 class ContractError(AssertionError):
@@ -60,9 +143,19 @@ def rel_err(jac: torch.Tensor, reference: torch.Tensor) -> float:
 
 
 def jacobian_at(problem: Problem, x: torch.Tensor) -> torch.Tensor:
-    """Reverse mode at any point ``x`` (per sample for a batch): the contract's reference."""
+    """Reverse mode at any point ``x`` (per sample for a batch): a float64 reference."""
     jac = torch.func.jacrev(problem.f)
     return torch.func.vmap(jac)(x) if problem.batch > 1 else jac(x)
+
+
+def expected_at(key: str, problem: Problem, x: torch.Tensor) -> torch.Tensor:
+    """The expected Jacobian of the contract's problem ``key`` at ``x``, in float64."""
+    exact = problem if problem.dtype == torch.float64 else problem.cast(torch.float64)
+    formula, x = PROBLEMS[key].expected, x.double()
+    if formula is None:
+        return jacobian_at(exact, x)
+    jac = torch.stack([formula(exact.module, p) for p in x.reshape(exact.batch, exact.n_in)])
+    return jac if exact.batch > 1 else jac[0]
 
 
 def prepare_for_contract(name: str, problem: Problem, registry: Registry | None = None):
@@ -71,8 +164,9 @@ def prepare_for_contract(name: str, problem: Problem, registry: Registry | None 
     return registry.prepare(name, problem, **registry.get(name).test_options)
 
 
-def problem(key: str, dtype: torch.dtype = torch.float64) -> Problem:
-    return build_problem(PROBLEMS[key], dtype, CPU, seed=0)
+def problem(key: str, dtype: torch.dtype = torch.float64, device: torch.device = CPU) -> Problem:
+    """The contract's problem ``key`` (one of PROBLEMS) in ``dtype`` on ``device``."""
+    return PROBLEMS[key].problem(key, dtype, device)
 
 
 def _may_skip(name: str, prob: Problem, registry: Registry) -> bool:
@@ -93,7 +187,7 @@ def right_at_two_points(name: str, key: str, registry: Registry | None = None) -
         raise
     second = prob.x + 0.3 * torch.randn(prob.x.shape, generator=torch.Generator().manual_seed(1))
     for where, x in (("its own point", prob.x), ("a second point", second.to(prob.x))):
-        jac, expected = prep(x), jacobian_at(prob, x)
+        jac, expected = prep(x), expected_at(key, prob, x)
         if jac.shape != expected.shape:
             raise ContractError(
                 f"{name} on {key} at {where}: shape {tuple(jac.shape)}, "
