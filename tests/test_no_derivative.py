@@ -8,7 +8,7 @@ import pytest
 import torch
 
 import jacbench
-from jacbench.core.enums import Status
+from jacbench.record.result import Status
 from jacbench.run.runner import classify
 
 

@@ -13,9 +13,8 @@ from pathlib import Path
 import pytest
 
 from helpers.cli import clean_env, compose_job
-from jacbench.core.enums import LauncherKind
 from jacbench.run.claims import CLAIMS
-from jacbench.run.launchers import launcher_kind
+from jacbench.run.launchers import LauncherKind, launcher_kind
 from jacbench.run.orphans import exit_with
 
 

@@ -17,12 +17,6 @@ class PointMismatch(ValueError):
     """A prepared Jacobian was called at a point unlike the one it was prepared for."""
 
 
-class LaunchRefused(BaseException):
-    """A bad launch input found inside a Hydra callback. Hydra turns a callback's Exception
-    into a warning and carries on, so the refusal is a BaseException; its ``__cause__`` is
-    the ConfigError to show."""
-
-
 class OutputMismatch(ValueError):
     """f's output at a point has another size than at the point it was prepared at."""
 

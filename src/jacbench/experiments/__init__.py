@@ -10,8 +10,8 @@ from typing import Any
 import pandas as pd
 import torch
 
-from jacbench.core.enums import Status
 from jacbench.core.numerics import machine_eps, parse_dtype
+from jacbench.record.result import Status
 from jacbench.report.problems import latest_ok, normalise, problems, standing
 
 MACHINE_EPS = {name: machine_eps(parse_dtype(name)) for name in ("float32", "float64")}

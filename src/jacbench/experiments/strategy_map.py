@@ -7,8 +7,8 @@ from __future__ import annotations
 
 import pandas as pd
 
-from jacbench.core.enums import Status
 from jacbench.experiments import table
+from jacbench.record.result import Status
 from jacbench.report import grid
 from jacbench.report.heatmaps import short
 from jacbench.report.problems import normalise

@@ -23,7 +23,6 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, TypeVar
 
-from jacbench.core.enums import Status
 from jacbench.record.markdown import markdown_safe
 from jacbench.record.mlflow_db import open_store
 from jacbench.record.mlflow_view import (
@@ -42,7 +41,7 @@ from jacbench.record.mlflow_view import (
     mlflow_key,
     view_tag,
 )
-from jacbench.record.result import Result, Round
+from jacbench.record.result import Result, Round, Status
 
 # MLflow's settings jacbench runs with unless the user set them, put in place before its first
 # client (not when this module loads): a tracking server that does not answer is given up

@@ -23,9 +23,8 @@ from typing import TYPE_CHECKING
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from jacbench.core.enums import Status
 from jacbench.record.atomic import write_atomic
-from jacbench.record.result import Result
+from jacbench.record.result import Result, Status
 from jacbench.record.run_ids import run_ids
 
 if TYPE_CHECKING:

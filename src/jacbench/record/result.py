@@ -11,12 +11,21 @@ import uuid
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
 
-from jacbench.core.enums import Status, _Named
+from jacbench.core.enums import Named
 
 __all__ = ["COLUMNS", "Result", "Round", "Status"]
 
 
-class Round(_Named):
+class Status(Named):
+    """How a job ended. ``skipped``: the strategy cannot apply here (a settled outcome);
+    ``failed``: something went wrong (worth another try)."""
+
+    OK = "ok"
+    FAILED = "failed"
+    SKIPPED = "skipped"
+
+
+class Round(Named):
     """Which measurement of a sweep a row is: the job's own (``first``), or a second round's
     re-timing of a problem's contested pair, the two timed interleaved in one job
     (``side_by_side``). Rows of both rounds are kept; every verdict compares rows of one

@@ -6,7 +6,8 @@ from dataclasses import dataclass
 
 import pandas as pd
 
-from jacbench.core.enums import Kind, Status
+from jacbench.core.enums import Kind
+from jacbench.record.result import Status
 from jacbench.report.display import (
     ROUND_COLUMN,
     UNSETTLED_RATIO,

@@ -8,8 +8,8 @@ from pathlib import Path
 
 import pandas as pd
 
-from jacbench.core.enums import Status
 from jacbench.record.parquet import read_results
+from jacbench.record.result import Status
 from jacbench.report.problems import PROBLEM_KEYS, normalise
 from jacbench.report.render import Document
 from jacbench.report.screen import screen

@@ -10,9 +10,8 @@ from typing import TYPE_CHECKING
 from rich.console import Console
 from rich.table import Table
 
-from jacbench.core.enums import Status
 from jacbench.record import variant
-from jacbench.record.result import Result
+from jacbench.record.result import Result, Status
 from jacbench.record.text import terminal_text
 from jacbench.timing.noise import is_noisy
 from jacbench.timing.rule import (

@@ -38,7 +38,8 @@ from matplotlib.ticker import (  # noqa: E402
 )
 from matplotlib.transforms import Bbox  # noqa: E402
 
-from jacbench.core.enums import Kind, Mode, Status
+from jacbench.core.enums import Kind, Mode
+from jacbench.record.result import Status
 from jacbench.report.analysis import recommend  # noqa: E402
 from jacbench.report.problems import latest_ok, standing  # noqa: E402
 from jacbench.report.problems import problems as by_problem  # noqa: E402

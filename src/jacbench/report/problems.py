@@ -10,10 +10,10 @@ from dataclasses import dataclass
 import pandas as pd
 import pyarrow as pa
 
-from jacbench.core.enums import Kind, Status
+from jacbench.core.enums import Kind
 from jacbench.record import variant
 from jacbench.record.parquet import SCHEMA
-from jacbench.record.result import Round
+from jacbench.record.result import Round, Status
 from jacbench.timing.rule import busy, ranking_seconds
 
 PROBLEM_KEYS = ["model", "model_options", "wrt", "n_in", "n_out", "batch", "dtype", "device"]

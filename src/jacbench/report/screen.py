@@ -10,7 +10,7 @@ from collections import defaultdict
 
 import pandas as pd
 
-from jacbench.core.enums import Status
+from jacbench.record.result import Status
 
 STATUSES = {s.value for s in Status}
 

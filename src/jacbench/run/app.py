@@ -15,11 +15,10 @@ from hydra.types import RunMode
 from omegaconf import DictConfig
 from rich.console import Console
 
-from jacbench.core.enums import LauncherKind, Status
 from jacbench.core.errors import ConfigError
 from jacbench.core.interrupt import watched
 from jacbench.record.mlflow_run import Tracking
-from jacbench.record.result import Round
+from jacbench.record.result import Round, Status
 from jacbench.record.text import shown_logs, terminal_text
 from jacbench.report.display import make_console, print_result
 from jacbench.run.claims import claimed
@@ -35,7 +34,7 @@ from jacbench.run.inputs import (
     refusing,
     shared_options,
 )
-from jacbench.run.launchers import launcher_kind
+from jacbench.run.launchers import LauncherKind, launcher_kind
 from jacbench.run.orphans import exit_with
 from jacbench.run.progress import JobProgress
 from jacbench.run.recording import TrackingFailed, track, write_row

@@ -11,10 +11,10 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
-from jacbench.core.enums import LauncherKind
-from jacbench.core.errors import ConfigError, LaunchRefused
-from jacbench.run.launchers import launcher_kind
+from jacbench.core.errors import ConfigError
+from jacbench.run.launchers import LauncherKind, launcher_kind
 from jacbench.run.pair import second_round
+from jacbench.run.usage import LaunchRefused
 
 EXAMPLE_ANALYSIS = "jacbench.experiments.seed001:answer"
 

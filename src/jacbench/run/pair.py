@@ -16,11 +16,11 @@ from typing import Any
 
 from omegaconf import DictConfig, OmegaConf
 
-from jacbench.core.enums import _Named
+from jacbench.core.enums import Named
 from jacbench.run.identity import IDENTITY_KEYS, config_hash, plain
 
 
-class SecondRound(_Named):
+class SecondRound(Named):
     """Which pairs a sweep times again side by side once its first round is recorded
     (``side_by_side``). ``best_two``: a preset's recommendation, its best and runner-up of
     each problem; ``auto_losses``: ``auto`` and the best exact strategy wherever auto's time

@@ -18,10 +18,16 @@ from collections.abc import Callable, Iterator
 import yaml
 from omegaconf.errors import ConfigAttributeError, ConfigKeyError, OmegaConfBaseException
 
-from jacbench.core.errors import ConfigError, LaunchRefused
+from jacbench.core.errors import ConfigError
 from jacbench.record.text import one_line
 
 FULL_ERROR = "HYDRA_FULL_ERROR"
+
+
+class LaunchRefused(BaseException):
+    """A bad launch input found inside a Hydra callback. Hydra turns a callback's Exception
+    into a warning and carries on, so the refusal is a BaseException; its ``__cause__`` is
+    the ConfigError to show."""
 
 
 def _omegaconf(exc: OmegaConfBaseException) -> str:

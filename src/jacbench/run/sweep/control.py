@@ -32,7 +32,6 @@ from hydra.core.override_parser.overrides_parser import OverridesParser
 from hydra.core.utils import JobStatus
 from omegaconf import DictConfig
 
-from jacbench.core.enums import LauncherKind
 from jacbench.core.errors import ConfigError
 from jacbench.record.result import Round
 from jacbench.record.text import one_line, shown_logs
@@ -40,7 +39,7 @@ from jacbench.report.display import make_console
 from jacbench.run.claims import CLAIMS, holder, sweep_holds_any
 from jacbench.run.identity import config_hash
 from jacbench.run.inputs import check_round, check_strategy_options, refusing
-from jacbench.run.launchers import launcher_kind
+from jacbench.run.launchers import LauncherKind, launcher_kind
 from jacbench.run.pair import SecondRound, second_round
 from jacbench.run.periodic import every
 from jacbench.run.resume import count_as_done, reusable

@@ -11,8 +11,7 @@ from collections.abc import Sequence
 import pandas as pd
 from omegaconf import DictConfig
 
-from jacbench.core.enums import Status
-from jacbench.record.result import Round
+from jacbench.record.result import Round, Status
 from jacbench.report.analysis import recommend
 from jacbench.report.grid import auto_against_best
 from jacbench.report.problems import latest_ok, normalise, problems

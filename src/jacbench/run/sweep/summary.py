@@ -11,9 +11,9 @@ from typing import Any
 
 import pyarrow as pa
 
-from jacbench.core.enums import Status
 from jacbench.record.mlflow_run import ParentOutcome
 from jacbench.record.parquet import SCHEMA, read_files, write_table
+from jacbench.record.result import Status
 from jacbench.report.display import summary_table
 from jacbench.run.sweep.answer import answer_experiment, reused_note
 from jacbench.run.sweep.state import UNWRITTEN, SweepState, record_files
