@@ -1,6 +1,0 @@
-"""Deprecated path (``jacbench.moved``): import from ``jacbench`` (the plugin API) instead."""
-
-from jacbench.core.errors import *  # noqa: F403
-from jacbench.moved import warn_moved
-
-warn_moved(__name__)
