@@ -4,10 +4,12 @@ jacbench raised dynamo's ``cache_size_limit`` for the whole process (changing th
 ``torch.compile``) so that its compiled Jacobians, which all share ``torch.func.jacfwd``'s
 wrapper code, did not fall back to eager after 8 problems; each compiled Jacobian now has a
 code object of its own (``scripts/compile_cache.py`` shows the 9th running eagerly without).
-The garbage collector's case is in ``test_gc_pause.py``.
+Nor does it touch the garbage collector (the command's own is ``jacbench.run.collector``).
 """
 
 from __future__ import annotations
+
+import gc
 
 import pytest
 import torch
@@ -32,6 +34,24 @@ def test_calls_leave_grad_mode_and_threads_as_they_were():
             prep(torch.randn(3))
             assert torch.is_grad_enabled() is grad
     assert torch.get_num_threads() == threads
+
+
+def test_the_library_leaves_the_collector_alone():
+    seen = []
+
+    def f(x):
+        seen.append(gc.isenabled())
+        return x.sin()
+
+    x = torch.ones(3)
+    for strategy in ("jacrev", "double_backward"):  # f runs eagerly: it may read the state
+        prep = jacbench.prepare(f, x, strategy)
+        prep(x)
+        prep(x)
+    prep = jacbench.prepare(torch.sin, x, "jacfwd_folded", compile=False)  # a trace
+    prep(x)
+    assert len(seen) > 4 and all(seen)
+    assert gc.isenabled()
 
 
 @pytest.mark.compiles

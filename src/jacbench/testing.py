@@ -20,7 +20,7 @@ import torch
 from torch import nn
 
 from jacbench.core.enums import Kind, Mode
-from jacbench.core.errors import PointMismatch, StrategySkip
+from jacbench.core.errors import PointMismatch, StrategySkip, one_line
 from jacbench.core.problem import Problem, make_problem
 from jacbench.core.registry import Registry, load_registry
 
@@ -237,7 +237,7 @@ def run_contract(name: str, registry: Registry | None = None) -> list[CheckResul
         except StrategySkip as exc:
             results.append(CheckResult(check, Outcome.SKIPPED, str(exc)))
         except Exception as exc:  # a broken strategy fails its check, not the command
-            detail = f"{type(exc).__name__}: {' '.join(str(exc).split())[:300]}"
+            detail = f"{type(exc).__name__}: {one_line(exc)}"
             results.append(CheckResult(check, Outcome.FAILED, detail))
         else:
             results.append(CheckResult(check, Outcome.PASSED))

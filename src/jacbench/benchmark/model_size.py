@@ -13,7 +13,7 @@ from typing import Any
 import torch
 from torch import nn
 
-from jacbench.core.errors import ConfigError
+from jacbench.core.errors import ConfigError, innermost, one_line
 from jacbench.core.memory_budget import GIB, available_cpu_memory
 
 Build = Callable[[dict[str, Any]], Any]  # a model config -> the object it instantiates
@@ -41,11 +41,9 @@ def _on_meta(build: Build, cfg: dict[str, Any]) -> nn.Module | None:
         with torch.device("meta"):
             made = build(cfg)
     except Exception as exc:
-        root: BaseException = exc
-        while root.__cause__ is not None:  # Hydra wraps the model's own error
-            root = root.__cause__
+        root = innermost(exc)
         if isinstance(root, RuntimeError) and "overflow" in str(root):
-            raise TooLarge(" ".join(str(root).split())) from None
+            raise TooLarge(one_line(root, None)) from None
         return None
     return made if isinstance(made, nn.Module) else None
 

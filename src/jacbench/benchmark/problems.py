@@ -16,7 +16,7 @@ import torch
 from torch import nn
 
 from jacbench.benchmark.model_size import check_model_fits
-from jacbench.core.errors import ConfigError
+from jacbench.core.errors import ConfigError, innermost, one_line
 from jacbench.core.memory_budget import check_input_fits
 from jacbench.core.problem import WRT_CHOICES, FunctionModule, Problem, make_problem
 
@@ -102,10 +102,7 @@ def build_problem(
     try:
         obj = hydra.utils.instantiate(cfg, _convert_="all")
     except Exception as exc:  # Hydra wraps the model's own error: report the innermost one
-        root: BaseException = exc
-        while root.__cause__ is not None:
-            root = root.__cause__
-        detail = " ".join(str(root).split())
+        detail = one_line(innermost(exc), None)
         raise ConfigError(f"cannot build model {name!r} ({target}): {detail}") from exc
     module = obj if isinstance(obj, nn.Module) else FunctionModule(obj)
     shape = keys.input_shape or getattr(module, "input_shape", None)

@@ -37,6 +37,7 @@ import torch
 from torch import fx
 from torch.utils._pytree import tree_leaves, tree_map
 
+from jacbench.core.errors import one_line
 from jacbench.core.torch_internals import DISABLED_TORCH_FUNCTION, DispatchMode, wrapper_tensor
 
 aten = torch.ops.aten
@@ -178,7 +179,7 @@ def record(f: Callable[[torch.Tensor], Any], x: torch.Tensor) -> Recording:
     except Refused:
         raise
     except Exception as exc:  # f failed on the wrapper (.numpy(), an unsupported use)
-        why = " ".join(str(exc).split())[:160]
+        why = one_line(exc, 160)
         raise Refused(f"f failed on a recorded input ({type(exc).__name__}: {why})") from None
     first = result[0] if isinstance(result, (list, tuple)) and result else result
     if not isinstance(first, torch.Tensor):

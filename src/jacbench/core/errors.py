@@ -5,6 +5,20 @@ is the runner's policy, in ``jacbench.run.runner``."""
 from __future__ import annotations
 
 
+def one_line(what: object, limit: int | None = 300) -> str:
+    """``what`` (an exception or any text) on one line, cut at ``limit`` characters: how a
+    message quotes an error it caught."""
+    text = " ".join(str(what).split())
+    return text if limit is None else text[:limit]
+
+
+def innermost(exc: BaseException) -> BaseException:
+    """The first error of ``exc``'s chain of causes (Hydra wraps a model's own error)."""
+    while exc.__cause__ is not None:
+        exc = exc.__cause__
+    return exc
+
+
 class ConfigError(ValueError):
     """A bad choice or value in the job's configuration; the message says what is valid."""
 

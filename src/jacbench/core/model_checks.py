@@ -7,7 +7,7 @@ from collections.abc import Callable
 
 import torch
 
-from jacbench.core.errors import ConfigError
+from jacbench.core.errors import ConfigError, one_line
 
 
 def first_output(name: str, forward: Callable[[], object], dtype: torch.dtype) -> torch.Tensor:
@@ -23,7 +23,7 @@ def evaluated(name: str, forward: Callable[[], object], dtype: torch.dtype) -> o
     try:
         return forward()
     except RuntimeError as exc:
-        text = " ".join(str(exc).split())
+        text = one_line(exc, None)
         if "dtype" not in text and "Double" not in text and "Float" not in text:
             raise
         raise ConfigError(
@@ -72,7 +72,7 @@ def check_batched(
         try:
             out = forward(probe)
         except Exception as exc:
-            detail = " ".join(str(exc).split())[:200]
+            detail = one_line(exc, 200)
             raise ConfigError(
                 f"model {name!r}: accepts_batch=True, but forward fails on a batch of {k} "
                 f"inputs ({type(exc).__name__}: {detail}); {hint}"

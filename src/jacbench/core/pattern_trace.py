@@ -33,6 +33,7 @@ import torch
 from torch.fx.experimental.proxy_tensor import make_fx
 
 from jacbench.core import dispatch_trace
+from jacbench.core.errors import one_line
 from jacbench.core.interrupt import raise_if_interrupt
 
 # A conservative rule (every output element depends on all its operands' inputs) is refused
@@ -578,7 +579,7 @@ def trace(f: Callable[[torch.Tensor], torch.Tensor], x: torch.Tensor) -> torch.f
     try:
         return make_fx(functional, tracing_mode="fake", _allow_non_fake_inputs=True)(x)
     except Exception as exc:
-        why = " ".join(str(exc).split())[:200]
+        why = one_line(exc, 200)
         raise Unprovable(
             f"f cannot be traced without its values ({type(exc).__name__}: {why})"
         ) from None
@@ -592,7 +593,7 @@ def _propagated(graph: Traced, n: int) -> Dep:
         raise
     except Exception as exc:  # e.g. nonzero()/unique(): a size known only from values
         raise_if_interrupt(exc)
-        why = " ".join(str(exc).split())[:200]
+        why = one_line(exc, 200)
         raise Unprovable(
             f"the traced graph cannot be followed ({type(exc).__name__}: {why})"
         ) from None

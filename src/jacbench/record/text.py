@@ -6,6 +6,8 @@ from __future__ import annotations
 
 import logging
 
+from jacbench.core import errors
+
 
 def shown(text: object) -> str:
     """``text`` with every character a terminal would act on (C0/C1 controls, ESC, DEL,
@@ -33,7 +35,7 @@ def terminal_text(text: object) -> str:
 def one_line(what: object, limit: int | None = 300) -> str:
     """``what`` (an exception or any text) on one line, cut at ``limit`` characters, with
     control characters shown escaped."""
-    text = shown(" ".join(str(what).split()))
+    text = shown(errors.one_line(what, None))
     return text if limit is None else text[:limit]
 
 
