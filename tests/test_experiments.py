@@ -18,9 +18,12 @@ def run_experiment(cli, name: str, *overrides: str) -> tuple[pd.DataFrame, str]:
     assert proc.returncode == 0, proc.stderr
     (summary,) = cli.summaries()
     markdown = (summary.parent / "answer.md").read_text()
-    # A fenced block, so MLflow's markdown viewer keeps the answer's columns.
-    assert markdown.startswith(f"# Answer: {name}\n\n```text\n") and markdown.endswith("```\n")
-    answer = markdown.split("```text\n", 1)[1].rsplit("```", 1)[0]
+    # The answer's own paragraph first (a viewer's first screen), then the whole answer in
+    # a fenced block, so MLflow's markdown viewer keeps its columns.
+    assert markdown.startswith(f"# Answer: {name}\n\nAnswer: ") and markdown.endswith("```\n")
+    lead, answer = markdown.split("```text\n", 1)
+    answer = answer.rsplit("```", 1)[0]
+    assert " ".join(lead.split("\n\n")[1].split()) in " ".join(answer.split())
     assert answer.startswith(name) and "Answer:" in answer and "Answer:" in proc.stdout
     assert_documented_alike(name, answer)
     return pd.read_parquet(summary), answer

@@ -8,6 +8,7 @@ import matplotlib.pyplot as plt
 import pandas as pd
 
 from jacbench.record.parquet import read_results
+from jacbench.record.result import Status
 from jacbench.report import analysis, environment, grid, heatmaps, plots
 from jacbench.report.display import NOISY, NOISY_LEGEND, legend_if_unsettled
 from jacbench.report.problems import normalise, problems
@@ -66,7 +67,8 @@ def write_report(source: Path | pd.DataFrame, out: Path) -> list[Path]:
         doc.paragraph("Only one strategy was measured: there is nothing to compare it with.")
 
     doc.heading("Recommendation")
-    doc.bullets([analysis.recommend(title, group).sentence() for title, group in groups])
+    answered = sorted(groups, key=lambda g: not (g[1]["status"] == Status.OK).any())
+    doc.bullets([analysis.recommend(title, group).sentence() for title, group in answered])
     doc.paragraph(analysis.RULE)
     rules = analysis.rules_of_thumb(groups)
     if rules:

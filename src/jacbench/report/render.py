@@ -19,22 +19,34 @@ def markdown_table(header: list[str], lines: list[list[str]]) -> str:
     return "\n".join([row(header), row(["---"] * len(header)), *map(row, lines)])
 
 
+WRAP_CHARS = 40  # a cell longer than this may wrap (a name, a reason); shorter ones never
+
+
+def _cell(text: str) -> str:
+    """A cell of a table: a short one (a time with its interval, a number) on one line, a
+    long one (a name, a reason, an option list) broken anywhere, so no table widens the page."""
+    shown = html.escape(text)
+    return f"<td class='w'>{shown}</td>" if len(text) > WRAP_CHARS else f"<td>{shown}</td>"
+
+
 def html_table(header: list[str], lines: list[list[str]]) -> str:
     """Our own, not pandas' to_html: the rows are formatted strings already, and to_html adds
-    a border and classes the report's stylesheet does not use."""
+    a border and classes the report's stylesheet does not use. In a box of the page's width
+    that scrolls a table of too many columns on its own, the page never."""
     head = "".join(f"<th>{html.escape(h)}</th>" for h in header)
-    body = "".join(
-        "<tr>" + "".join(f"<td>{html.escape(str(c))}</td>" for c in line) + "</tr>"
-        for line in lines
+    body = "".join("<tr>" + "".join(_cell(str(c)) for c in line) + "</tr>" for line in lines)
+    return (
+        f"<div class='t'><table><thead><tr>{head}</tr></thead><tbody>{body}</tbody></table></div>"
     )
-    return f"<table><thead><tr>{head}</tr></thead><tbody>{body}</tbody></table>"
 
 
 PAGE_PX = 1100  # the page's width: no figure is shown wider (plots.MAX_WIDTH_IN)
 STYLE = (
     f"body{{font-family:sans-serif;max-width:{PAGE_PX}px;margin:2em auto}}"
+    "div.t{max-width:100%;overflow-x:auto}"
     "table{border-collapse:collapse;margin:1em 0}td,th{border:1px solid #ccc;"
     "padding:3px 8px;font-size:13px}th{background:#eee}"
+    "td{white-space:nowrap}td.w{white-space:normal;overflow-wrap:anywhere;min-width:16em}"
     "figure{margin:1em 0}img{max-width:100%;height:auto}"
 )
 

@@ -11,7 +11,7 @@ from rich.panel import Panel
 from rich.text import Text
 
 from jacbench.record.atomic import write_atomic
-from jacbench.record.markdown import wrapped_prose
+from jacbench.record.markdown import markdown_safe, wrapped_prose
 from jacbench.record.text import one_line, shown_lines
 from jacbench.run.inputs import load_analysis
 from jacbench.run.sweep.state import SweepState
@@ -38,6 +38,19 @@ def reused_note(rows: Any) -> str:
         f"\n\nReused {len(when)} row(s) measured by earlier commands ({span} UTC, under that "
         f"load; force=true measures them again).{stale_text}"
     )
+
+
+def answer_paragraph(answer: str) -> str:
+    """The answer's own paragraph (the last one starting "Answer:"), joined into one line:
+    answer.md shows it first, above the tables it rests on ("" where there is none)."""
+    paragraphs = [p.strip() for p in answer.split("\n\n")]
+    found = ""
+    for paragraph in paragraphs:
+        lines = paragraph.splitlines()
+        start = next((i for i, line in enumerate(lines) if line.startswith("Answer:")), None)
+        if start is not None:
+            found = " ".join(line.strip() for line in lines[start:])
+    return found
 
 
 def answer_experiment(
@@ -68,8 +81,10 @@ def answer_experiment(
     answer = shown_lines(answer)  # names in it: their escape sequences escaped
     console.print(Panel(Text(answer), title="answer", expand=False))
     title = f"# Answer: {str(state.analysis).partition(':')[0].rpartition('.')[2]}"
+    lead = answer_paragraph(answer)
+    first = f"{wrapped_prose(markdown_safe(lead))}\n\nThe figures it rests on:\n\n" if lead else ""
     try:
-        write_atomic(path, f"{title}\n\n```text\n{wrapped_prose(answer.rstrip())}\n```\n")
+        write_atomic(path, f"{title}\n\n{first}```text\n{wrapped_prose(answer.rstrip())}\n```\n")
     except OSError as exc:  # e.g. a full disk: the answer is on screen and in the parent run
         print(f"jacbench: could not write {path} ({exc.strerror or exc})", file=sys.stderr)
     return answer, answered
