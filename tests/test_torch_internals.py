@@ -4,7 +4,9 @@ here, naming it, instead of somewhere inside a strategy."""
 
 from __future__ import annotations
 
+import ast
 import threading
+from pathlib import Path
 
 import pytest
 import torch
@@ -118,3 +120,88 @@ def test_a_wrapper_tensor_has_its_values_shape_and_strides_and_no_storage_of_its
     made = torch_internals.wrapper_tensor(Wrapped, value)
     assert isinstance(made, Wrapped)
     assert (made.shape, made.stride(), made.dtype) == (value.shape, value.stride(), value.dtype)
+
+
+def test_a_tensors_version_counts_its_writes():
+    t = torch.zeros(3)
+    before = torch_internals.version_counter(t)
+    t.add_(1)
+    assert torch_internals.version_counter(t) == before + 1
+    with torch.inference_mode():
+        made = torch.zeros(3)
+    with pytest.raises(RuntimeError):
+        torch_internals.version_counter(made)
+
+
+def test_pytree_and_the_aten_operations_of_private_names():
+    assert torch_internals.tree_leaves(({"a": 1}, [2, (3,)])) == [1, 2, 3]
+    assert torch_internals.tree_map(lambda v: v * 2, (1, [2])) == (2, [4])
+    for op in (torch_internals.UNSAFE_VIEW, torch_internals.TO_COPY):
+        assert isinstance(op, torch._ops.OpOverload)
+    assert torch_internals.RESHAPE_ALIAS.name() == "aten::_reshape_alias"
+
+
+def test_the_profilers_allocation_events_sum_to_a_peak():
+    cpu = [torch.profiler.ProfilerActivity.CPU]
+    prof = torch.profiler.profile(activities=cpu, profile_memory=True)
+    prof.start()
+    big = torch.empty(1 << 20, dtype=torch.uint8)
+    del big
+    prof.stop()
+    events = torch_internals.profiled_allocations(prof)
+    assert events is not None
+    assert any(nbytes >= 1 << 20 for _, nbytes in events)
+    assert any(nbytes <= -(1 << 20) for _, nbytes in events)
+
+
+# Where torch's private names may appear in src: this module only. What counts: an import of a
+# torch module with a private segment (torch._dynamo, torch.utils._pytree), an attribute chain
+# from torch (or torch.ops.aten) through a private name, and the private attributes, keyword
+# arguments and helpers of torch's objects that jacbench has used.
+TORCH_PRIVATE = {"_version", "_schema", "_warnings", "_C", "_make_wrapper_subclass"}
+TORCH_PRIVATE |= {"_allow_non_fake_inputs", "_enter_inference_mode", "_global_forward_hooks"}
+TORCH_PRIVATE |= {"kineto_results", "set_torch_threads", "_disabled_torch_function_impl"}
+
+
+def _private(name: str) -> bool:
+    return any(part.startswith("_") and not part.startswith("__") for part in name.split("."))
+
+
+def _chain(node: ast.AST) -> str:
+    parts = []
+    while isinstance(node, ast.Attribute):
+        parts.append(node.attr)
+        node = node.value
+    return ".".join([node.id, *reversed(parts)]) if isinstance(node, ast.Name) else ""
+
+
+def torch_private_uses(path: Path) -> list[str]:
+    found = []
+    for node in ast.walk(ast.parse(path.read_text())):
+        names: list[str] = []
+        if isinstance(node, ast.Import):
+            names = [a.name for a in node.names if a.name.startswith("torch") and _private(a.name)]
+        elif isinstance(node, ast.ImportFrom) and (node.module or "").startswith("torch"):
+            names = [f"{node.module}.{a.name}" for a in node.names]
+            names = [n for n in names if _private(n) or n.rpartition(".")[2] in TORCH_PRIVATE]
+        elif isinstance(node, ast.Attribute):
+            chain = _chain(node)
+            rooted = chain.split(".")[0] in ("torch", "aten") and _private(chain)
+            if rooted or node.attr in TORCH_PRIVATE:
+                names = [chain or node.attr]
+        elif isinstance(node, ast.keyword) and node.arg in TORCH_PRIVATE:
+            names = [node.arg]
+        found += [f"{path.name}:{getattr(node, 'lineno', '?')}: {n}" for n in names]
+    return found
+
+
+def test_torchs_private_names_are_used_in_torch_internals_only():
+    src = Path(torch_internals.__file__).parents[1]
+    outside = [
+        use
+        for path in sorted(src.rglob("*.py"))
+        if path.name != "torch_internals.py"
+        for use in torch_private_uses(path)
+    ]
+    assert outside == [], "\n".join(outside)
+    assert torch_private_uses(Path(torch_internals.__file__))  # the rule sees them there

@@ -35,10 +35,17 @@ from typing import Any
 
 import torch
 from torch import fx
-from torch.utils._pytree import tree_leaves, tree_map
 
 from jacbench.core.errors import one_line
-from jacbench.core.torch_internals import DISABLED_TORCH_FUNCTION, DispatchMode, wrapper_tensor
+from jacbench.core.torch_internals import (
+    DISABLED_TORCH_FUNCTION,
+    DispatchMode,
+    op_schema,
+    tree_leaves,
+    tree_map,
+    version_counter,
+    wrapper_tensor,
+)
 
 aten = torch.ops.aten
 # outputs whose shape or Python value depends on the input's values
@@ -68,7 +75,8 @@ class _Recorder:
     def call(self, func: Any, args: tuple, kwargs: dict) -> Any:
         """Runs ``func`` (whose arguments include a value derived from x) on the real values
         and records it."""
-        if func._schema.is_mutable:
+        schema = op_schema(func)  # every operation that reaches a dispatch mode has one
+        if schema is not None and schema.is_mutable:
             raise Refused(f"{func} writes into a tensor (mutation)")
         if _value_dependent(func, args):
             raise Refused(f"{func}'s output depends on the input's values")
@@ -163,7 +171,7 @@ def _version(t: torch.Tensor) -> int:
     """The count of writes into ``t``'s storage (shared with its views); a tensor made in
     inference mode counts none: refused, as it could change unseen."""
     try:
-        return t._version
+        return version_counter(t)
     except RuntimeError:
         raise Refused("a constant made in inference mode (its writes are not counted)") from None
 

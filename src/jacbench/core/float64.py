@@ -13,7 +13,8 @@ from typing import Any
 
 import torch
 from torch.overrides import TorchFunctionMode
-from torch.utils._pytree import tree_map
+
+from jacbench.core.torch_internals import tree_map
 
 Fn = Callable[[torch.Tensor], torch.Tensor]
 

@@ -193,7 +193,7 @@ def mutates(node: fx.Node) -> bool:
     return node.op == "call_function" and schema is not None and schema.is_mutable
 
 
-VIEWS = {aten.view.default, aten._unsafe_view.default}
+VIEWS = {aten.view.default, torch_internals.UNSAFE_VIEW}
 RESHAPED = "jacbench_reshaped"  # a view a pass's layout made a reshape
 # Operations that read their input's memory by explicit strides and offset: after a pass that
 # changed a layout they would read the wrong elements without failing
@@ -201,7 +201,7 @@ BY_STRIDES = {
     aten.as_strided.default,
     aten.as_strided_.default,
     aten.as_strided_scatter.default,
-    aten._reshape_alias.default,
+    torch_internals.RESHAPE_ALIAS,
 }
 
 

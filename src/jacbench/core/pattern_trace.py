@@ -30,11 +30,17 @@ from typing import Any, Protocol
 import numpy as np
 import scipy.sparse as sp
 import torch
-from torch.fx.experimental.proxy_tensor import make_fx
 
 from jacbench.core import dispatch_trace
 from jacbench.core.errors import one_line
 from jacbench.core.interrupt import raise_if_interrupt
+from jacbench.core.torch_internals import (
+    TO_COPY,
+    UNSAFE_VIEW,
+    trace_shapes_only,
+    tree_leaves,
+    tree_map,
+)
 
 # A conservative rule (every output element depends on all its operands' inputs) is refused
 # beyond this many (element, input) pairs: the pattern is then dense for all practical purposes.
@@ -163,7 +169,7 @@ class Propagation:
 
     @staticmethod
     def _deps(args: Any) -> list[Dep]:
-        flat = torch.utils._pytree.tree_leaves(args)
+        flat = tree_leaves(args)
         return [a for a in flat if isinstance(a, Dep)]
 
     def run(self) -> Dep:
@@ -234,7 +240,7 @@ class Propagation:
             def placeholder(arg: Any) -> Any:
                 return torch.zeros(arg.shape, dtype=value.dtype) if isinstance(arg, Dep) else arg
 
-            return node.target(*torch.utils._pytree.tree_map(placeholder, args), **kwargs)
+            return node.target(*tree_map(placeholder, args), **kwargs)
         numel = int(np.prod(tuple(value.shape), dtype=np.int64))
         rows = sp.csr_array((numel, self.n), dtype=bool)
         return Dep(tuple(int(s) for s in value.shape), rows, floating=_is_floating(value))
@@ -295,7 +301,7 @@ class Propagation:
                 return 0.0
             return value
 
-        moved = node.target(*torch.utils._pytree.tree_map(ids, args), **kwargs)
+        moved = node.target(*tree_map(ids, args), **kwargs)
         stacked = sp.vstack([sp.csr_array((1, self.n), dtype=bool), *[d.rows for d in offsets]])
         stacked = sp.csr_array(stacked, dtype=bool)
 
@@ -495,7 +501,7 @@ VALUE_SET = {
 NO_DERIVATIVE = {aten.argmax.default, aten.argmin.default, aten.sign.default, aten.detach.default}
 MOVES = {
     aten.view_copy.default,
-    aten._unsafe_view.default,
+    UNSAFE_VIEW,
     aten.view.default,
     aten.reshape.default,
     aten.permute_copy.default,
@@ -532,7 +538,7 @@ MOVES = {
     aten.split_copy.Tensor,
     aten.split_with_sizes_copy.default,
     aten.unbind_copy.int,
-    aten._to_copy.default,
+    TO_COPY,
     aten.lift_fresh_copy.default,
     aten.copy.default,
     aten.slice_scatter.default,
@@ -577,7 +583,7 @@ def trace(f: Callable[[torch.Tensor], torch.Tensor], x: torch.Tensor) -> torch.f
 
     functional = torch.func.functionalize(call, remove="mutations_and_views")
     try:
-        return make_fx(functional, tracing_mode="fake", _allow_non_fake_inputs=True)(x)
+        return trace_shapes_only(functional, x)
     except Exception as exc:
         why = one_line(exc, 200)
         raise Unprovable(

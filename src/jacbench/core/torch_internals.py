@@ -1,10 +1,12 @@
-"""The parts of torch that are not its public API and that the traced tiers need, in one place.
+"""The parts of torch that are not its public API and that jacbench needs, in one place.
 
 Folding a forward-mode graph (``jacbench.core.fold``) needs the aten graph of ``jacfwd(f)``,
 its shapes and strides without computing values, and inductor on a graph that dynamo did not
 make; keeping a compiled call from leaking thread state needs functorch's layer stack;
 recording f's operations without the compiler (``jacbench.core.dispatch_trace``) needs a
-wrapper tensor type and a dispatch mode that torch does not wrap for dynamo.
+wrapper tensor type and a dispatch mode that torch does not wrap for dynamo; patterns need
+torch's pytree utilities, tensors' version counters and aten operations of private names; the
+benchmark's CPU peak memory needs the profiler's raw allocation events.
 torch offers none of them publicly. Each is used through this module only, so that a torch
 upgrade breaks one file, and ``tests/test_torch_internals.py`` runs every one of them and
 names the torch version they were checked on (``CHECKED_ON``).
@@ -19,8 +21,15 @@ from typing import Any
 
 import torch
 from torch import fx
+from torch.utils._pytree import tree_leaves, tree_map
 
 CHECKED_ON = "2.13"  # torch's major.minor these were last checked with
+__all__ = ["tree_leaves", "tree_map"]  # torch's pytree utilities: no public module in 2.13
+
+aten = torch.ops.aten
+UNSAFE_VIEW = aten._unsafe_view.default  # a view whose output is not marked as one
+TO_COPY = aten._to_copy.default  # .to(dtype/device): values copied as they are
+RESHAPE_ALIAS = aten._reshape_alias.default  # a view by explicit sizes and strides
 
 
 def aten_graph(fn: Callable, *inputs: torch.Tensor) -> fx.GraphModule:
@@ -92,6 +101,26 @@ def module_hooks() -> tuple[int, ...]:
         module._global_backward_hooks,
     )
     return tuple(key for table in hooks for key in table)
+
+
+def version_counter(t: torch.Tensor) -> int:
+    """The count of writes into ``t``'s storage (shared with its views); RuntimeError for a
+    tensor made in inference mode, which counts none."""
+    return t._version
+
+
+def profiled_allocations(prof: torch.profiler.profile) -> list[tuple[int, int]] | None:
+    """(start in ns, bytes) of each CPU allocation (bytes > 0) and free (< 0) that ``prof``
+    (``profile_memory=True``, stopped) recorded; None where it recorded nothing."""
+    results = prof.profiler.kineto_results if prof.profiler is not None else None
+    if results is None:
+        return None
+    cpu = torch.autograd.DeviceType.CPU
+    return [
+        (e.start_ns(), e.nbytes())  # type: ignore[attr-defined]  # torch's stub lacks nbytes
+        for e in results.events()
+        if e.name() == "[memory]" and e.device_type() == cpu
+    ]
 
 
 def op_schema(target: object) -> Any | None:

@@ -138,12 +138,26 @@ class _Blank(Formatter):
         return self.inner.get_offset()
 
 
+def _ticks_in_view(axis: Axis) -> list:
+    """The ticks the last draw placed in the axis's view, compared in the axis's scale with
+    matplotlib's slack (1e-10 of the span)."""
+    scale = axis.get_transform()
+    low, high = sorted(scale.transform(np.asarray(axis.get_view_interval(), dtype=float)))
+    slack = 1e-10 * (high - low)
+    ticks = [
+        *axis.get_major_ticks(len(axis.get_majorticklocs())),
+        *axis.get_minor_ticks(len(axis.get_minorticklocs())),
+    ]
+    where = scale.transform(np.asarray([t.get_loc() for t in ticks], dtype=float).reshape(-1))
+    return [t for t, at in zip(ticks, where, strict=True) if low - slack <= at <= high + slack]
+
+
 def _tick_labels(ax) -> list[tuple[Axis, float, bool, Text]]:
     """The tick labels drawn now: (axis, tick value, major, label)."""
     found = []
     for axis in (ax.xaxis, ax.yaxis):
         majors = set(axis.get_majorticklocs())
-        for tick in axis._update_ticks():  # only the ticks in view
+        for tick in _ticks_in_view(axis):
             for label in (tick.label1, tick.label2):
                 if label.get_visible() and label.get_text():
                     found.append((axis, tick.get_loc(), tick.get_loc() in majors, label))

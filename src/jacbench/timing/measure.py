@@ -19,10 +19,10 @@ from typing import TypeVar
 
 import torch
 from torch.utils import benchmark
-from torch.utils.benchmark.utils.common import set_torch_threads
 
 from jacbench.core.interrupt import check as check_interrupt
 from jacbench.core.prepared import Prepared
+from jacbench.core.torch_internals import profiled_allocations
 from jacbench.timing.config import TimingConfig
 from jacbench.timing.rule import MIN_BLOCKS, median_interval
 
@@ -50,8 +50,15 @@ def synchronize(device: torch.device) -> None:
         torch.cuda.synchronize(device)
 
 
-# torch's intra-op threads set for a block, then restored: torch.utils.benchmark's own.
-torch_threads = set_torch_threads
+@contextlib.contextmanager
+def torch_threads(threads: int) -> Iterator[None]:
+    """torch's intra-op threads set to ``threads`` for a block, then restored."""
+    before = torch.get_num_threads()
+    torch.set_num_threads(threads)
+    try:
+        yield
+    finally:
+        torch.set_num_threads(before)
 
 
 @dataclass(frozen=True)
@@ -101,11 +108,17 @@ class Timing:
     load_avg_1m: float  # the machine's 1-minute load average at the end of timing
 
 
-def spread_warning(measurement: benchmark.Measurement) -> str:
-    """torch.utils.benchmark's own warning (IQR above 10% of the median), on one line."""
-    if not measurement.has_warnings:
+def spread_warning(m: benchmark.Measurement) -> str:
+    """torch.utils.benchmark's spread warning (IQR above 10% of the median, its default
+    threshold; above 25%: gross), in its words, from its public fields."""
+    if m.meets_confidence():
         return ""
-    return " ".join(" ".join(measurement._warnings).replace("WARNING:", "").split())
+    why = (
+        "This could indicate system fluctuation."
+        if m.meets_confidence(0.25)
+        else "This suggests significant environmental influence."
+    )
+    return f"Interquartile range is {100 * m.iqr / m.median:.1f}% of the median measurement. {why}"
 
 
 class _WallAndCpu:
@@ -268,16 +281,11 @@ def peak_memory(jac: Callable[[], torch.Tensor], device: torch.device) -> int:
         with _quiet_stderr():
             prof.stop()
     del out
-    results = prof.profiler.kineto_results if prof.profiler is not None else None
-    if results is None:
+    events = profiled_allocations(prof)
+    if events is None:
         raise RuntimeError("torch.profiler recorded no results: the peak memory is unknown")
-    events = [
-        e
-        for e in results.events()
-        if e.name() == "[memory]" and e.device_type() == torch.autograd.DeviceType.CPU
-    ]
     level = peak = 0
-    for e in sorted(events, key=lambda e: e.start_ns()):
-        level += e.nbytes()  # type: ignore[attr-defined]  # torch's stub of _KinetoEvent lacks it
+    for _, nbytes in sorted(events, key=lambda event: event[0]):  # in time order
+        level += nbytes
         peak = max(peak, level)
     return int(peak)
