@@ -380,3 +380,17 @@ def test_the_sweep_runs_image_cards_show_its_figures_at_full_size(tmp_path: Path
         with Image.open(local) as image:
             assert image.size == (2200, 1400), path
     assert client.get_run(run_id).data.tags["mlflow.loggedImages"] == "True"
+
+
+def test_a_problems_time_bars_take_the_charts_whole_width_and_room_for_each_job():
+    """MLflow's default section (three cards a row, 360 px) drew a preset's 24 bars in a
+    third of the width, each too thin to read: a problem's section has one tall card a row."""
+    from jacbench.record.mlflow_view import charts_state
+
+    state = charts_state(["seed004_lm N84 M576 float32 cpu", "seed004_small N15 M55 float32 cpu"])
+    problems = [s for s in state["compareRunSections"] if s["name"] != "all jobs"]
+    assert len(problems) == 2
+    for section in problems:
+        assert section["columns"] == 1 and section["cardHeight"] >= 24 * 25  # 25 px a bar
+    cards = [c for c in state["compareRunCharts"] if c["metricSectionId"] == problems[0]["uuid"]]
+    assert [c["type"] for c in cards] == ["BAR"] and cards[0]["runsCountToCompare"] >= 100

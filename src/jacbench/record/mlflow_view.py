@@ -139,7 +139,9 @@ def charts(section: str) -> list[dict]:
     ]
 
 
-def _section(uuid: str, name: str, display: bool = True) -> dict:
+def _section(uuid: str, name: str, display: bool = True, layout: dict | None = None) -> dict:
+    """A charts section; ``layout``: MLflow's ``columns`` (cards a row, 3 by default) and
+    ``cardHeight`` (px, 360 by default)."""
     return {
         "uuid": uuid,
         "name": name,
@@ -147,7 +149,15 @@ def _section(uuid: str, name: str, display: bool = True) -> dict:
         "isReordered": False,
         "deleted": False,
         "isGenerated": False,
+        **(layout or {}),
     }
+
+
+# A problem's time bars: one card a row, the page's width, and tall enough for a preset's
+# two dozen jobs to a bar each with its value written in it (MLflow's default, a third of
+# the width and 360 px, leaves them too thin to read). The legend under the bars is MLflow's
+# own box of two lines that scrolls: no view setting makes it taller.
+PROBLEM_CARD = {"columns": 1, "cardHeight": 720}
 
 
 def problem_charts(problems: list[str]) -> tuple[list[dict], list[dict]]:
@@ -157,7 +167,7 @@ def problem_charts(problems: list[str]) -> tuple[list[dict], list[dict]]:
     cards, sections = [], []
     for i, problem in enumerate(problems):
         uuid = f"jacbench-0-problem-{i:03d}"  # MLflow lists sections by uuid: problems first
-        sections.append(_section(uuid, problem))
+        sections.append(_section(uuid, problem, layout=PROBLEM_CARD))
         key = f"{problem}/{LOG_TIME}"
         cards.append(_card("BAR", f"{problem}: log10 time [us]", uuid, i, metricKey=key))
     return cards, sections
