@@ -1,16 +1,10 @@
 """jacbench: measure how to compute a Jacobian in PyTorch (speed, memory, accuracy).
 
-``jacbench.prepare(f, x0, strategy="auto")`` prepares a reusable Jacobian with any registered
-strategy; ``jacbench.jacobian(f, x)`` computes one once; ``jacbench.FlatParams`` views a
-module's parameters as the flat vector a fitting loop updates.
-
-The plugin API, what an outside strategy imports (docs/extending.md): ``strategy`` (the
-decorator), ``Kind``, ``Mode``, ``StrategySkip``, ``Declared``, ``PrepInfo``, ``Problem``;
-``jacbench.testing`` holds the contract's checks. These names are the stable contract; the
-modules behind them (``jacbench.core...``) may move.
-
-These names are imported on first use (PEP 562), so what needs no torch (``python -m
-jacbench.report``, reading results) does not pay for importing it.
+``jacbench.prepare(f, x0, strategy="auto")`` prepares a reusable Jacobian; ``jacbench.jacobian``
+computes one once; ``jacbench.FlatParams`` views a module's parameters as one flat vector.
+The plugin API (docs/extending.md): ``strategy``, ``Kind``, ``Mode``, ``StrategySkip``,
+``Declared``, ``PrepInfo``, ``Problem``, and ``jacbench.testing`` (the contract's checks); the
+modules behind them may move. Imported on first use (PEP 562): reading results pays no torch.
 """
 
 from __future__ import annotations

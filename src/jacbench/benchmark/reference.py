@@ -1,18 +1,12 @@
-"""The reference Jacobian a strategy is judged against, and how far the reference itself can be
-trusted.
+"""The reference Jacobian a strategy is judged against, and how far it can be trusted.
 
-Every exact float64 method that applies is computed: reverse mode, forward mode and the
-model's analytic formula where it has one. The reference for a strategy is one that does not
-share its mode (forward mode for reverse strategies, reverse for forward ones, the formula
-where there is one), so a strategy is never scored against a computation of its own kind.
-The disagreement between the reference and the next method is the reference's own
-uncertainty: where it exceeds a job's tolerance, the verdict is undecided, never a pass by a
-widened tolerance. Two checks that need no second exact method run beside it: the function is
-called twice at the same point (a forward that is not deterministic cannot be judged), and a
-few float64 central differences along random directions, with their error bound, are held
-against the reference's directional derivatives, so that a graph cut (``.item()``,
-``detach``, a numpy round trip, data-dependent Python) which every AD method shares is caught.
-All of it runs in float64, on CPU, never timed.
+Every exact float64 method that applies is computed (reverse, forward, the model's formula);
+a strategy is judged against one not of its own mode, and the disagreement between the
+reference and the next method is the reference's uncertainty: over a job's tolerance, the
+verdict is undecided, never a pass. Beside it, f is called twice at one point (a forward that
+is not deterministic cannot be judged) and float64 central differences along random
+directions are held against the reference, catching a graph cut every AD method shares
+(``.item()``, ``detach``, numpy). All in float64, on CPU, never timed.
 """
 
 from __future__ import annotations

@@ -1,24 +1,12 @@
 """Column colourings of a sparsity pattern: which inputs one JVP may probe together.
 
-A colouring gives each column a colour such that no two columns of one colour share a row;
-the columns of a colour are then probed by one JVP with the sum of their unit vectors
-(Curtis, Powell and Reid 1974). Fewer colours, fewer passes at every call; but the colouring
-runs at every preparation, so it must cost little next to one call.
-
-The fast colouring (the default) is first-fit greedy in two orders: natural (a banded
-pattern gets its bandwidth) and largest-first (the most nonzeros first), stopping once the
-lower bound (the most nonzeros in one row) is reached. Each order is one compiled pass:
-scipy's grouping for sparse differences (the routine behind ``least_squares``'
-``jac_sparsity``), the only compiled colouring in our dependencies. scipy does not export it
-(``scipy.optimize._group_columns``), so its answer is checked here like any data from
-outside, and a numpy first-fit takes over where the routine is missing or wrong. The
-thorough colouring adds DSATUR (Brelaz 1979), which finds the 5 colours of the 5-point
-stencil where both greedy orders find 7, at ~20 us a column in Python: for preparations that
-compile anyway (seconds), where an extra pass at every call costs more than it does.
-
-Measured (``scripts/bench_sparse.py``, one thread): the 256 x 256 Laplacian's pattern in
-~10 ms (7 colours; asdex's numba greedy ~15 ms, 7 colours), where the earlier colouring (all
-three orders in numpy and Python) took 1.4 s.
+No two columns of a colour share a row, so a colour is probed by one JVP with the sum of its
+unit vectors (Curtis, Powell and Reid 1974). The fast colouring (default) is first-fit greedy
+in natural and largest-first order, stopping at the lower bound (the most nonzeros in a row),
+each order one pass of scipy's compiled grouping (``scipy.optimize._group_columns``, not
+exported: its answer is checked as data, with a numpy first-fit where it is missing or
+wrong). ``thorough`` adds DSATUR (Brelaz 1979), fewer colours at more cost, for preparations
+that compile anyway. Timings: ``scripts/bench_sparse.py``.
 """
 
 from __future__ import annotations

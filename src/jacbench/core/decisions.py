@@ -1,21 +1,13 @@
-"""What ``auto`` decided, remembered across processes: the next ``prepare`` of the same
-problem skips the calibration (seconds of preparing and timing every candidate).
+"""What ``auto`` decided, remembered across processes, so that the next ``prepare`` of the
+same problem skips the calibration.
 
-A decision (strategy and options) is stored as one small JSON file per key under
-``$JACBENCH_CACHE_DIR/auto`` (default ``~/.cache/jacbench/auto``; ``JACBENCH_CACHE_DIR=""``
-turns remembering off). The key covers what makes a decision valid: the function's identity
-and code (the module's class and source, or the plain function's bytecode, constants and
-names), its parameters' shapes and dtypes, the problem's shapes, dtype and device, the torch
-and jacbench versions, the machine and the thread count, and auto's own options. Any change
-gives another key, so a stale entry is never read.
-
-An entry is data, never trusted (the folder may be shared, planted or edited): it is read
-and written through ``jacbench.core.cache`` (regular files only, bounded, atomic), parsed
-against a schema (``parse``: a strategy name, options of plain values, finite bounded build
-costs), and auto uses it only where it is one of the decisions auto itself could have made;
-its first answer is then compared with f's directional derivatives at the prepared point
-and at random points (``agrees``). An entry that fails any of these is forgotten, and auto
-decides again, after one ``CacheWarning`` naming the cache.
+One small JSON file per key under ``$JACBENCH_CACHE_DIR/auto`` (``""`` turns it off). The key
+covers what makes a decision valid: f's identity and code, its parameters' and the problem's
+shapes, dtype and device, the torch and jacbench versions, the machine, the threads and auto's
+options. An entry is data, never trusted: read through ``jacbench.core.cache``, parsed
+against a schema (``parse``), used only where auto could have made it, and its first answer
+checked against f's directional derivatives (``agrees``); one that fails is forgotten after
+one ``CacheWarning``.
 """
 
 from __future__ import annotations

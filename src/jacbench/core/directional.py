@@ -1,19 +1,12 @@
 """A Jacobian checked against f's own directional derivatives, at the prepared point and at
 random points, along several random directions.
 
-What a strategy computed from something not proved by the program itself (a declared or
-probed sparsity pattern, a decision remembered from an earlier process) is right only if it
-is right where it will be used: a pattern that misses entries zero at ``x0`` (``W @ relu(x)``
-at an ``x0`` with negative entries) passes a check at ``x0`` and is wrong at half of all new
-points. So ``mismatch`` compares ``J V`` with ``jvp(f, x, V)`` (``U^T J`` with a ``vjp`` where
-f has no forward-mode formula, central differences where it has no derivative formula at
-all, as ``unique``) at ``x0`` and at ``random_points``: half spread around
-zero at x0's scale (branches on signs taken both ways), half near ``x0`` (so that a function
-with a domain, ``sqrt`` or ``log``, is still checked somewhere). Rows where f's own
-derivative is not finite say nothing and are left out (at such a singular point, ``sqrt``
-at 0, reverse mode's 0 * inf gives NaN in other rows too: there only the rows both give
-finite are compared); a point where f cannot be evaluated is skipped. The generator is
-seeded: the same problem is checked at the same points.
+What was not proved from the program (a declared or probed pattern, a remembered decision)
+must be right where it will be used, not only at ``x0``: ``mismatch`` compares ``J V`` with
+``jvp(f, x, V)`` (a ``vjp``, or central differences, where f lacks the formula) at ``x0`` and
+at ``random_points`` (half around zero at x0's scale, half near ``x0``). Rows where f's own
+derivative is not finite are left out; a point where f cannot be evaluated is skipped. The
+generator is seeded: the same problem is checked at the same points.
 """
 
 from __future__ import annotations

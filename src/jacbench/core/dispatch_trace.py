@@ -1,29 +1,13 @@
 """f's aten operations recorded as it runs once, without torch's compiler.
 
-The pattern tracer (``jacbench.core.pattern_trace``) needs f as a list of aten operations,
-each with its arguments and its output's shape. ``make_fx`` gives that, but its first use in
-a process imports ``torch._dynamo`` and sympy (~0.8 CPU-s: more than the rest of a first
-sparse Jacobian of bundle adjustment). This records the same operations while f runs once on
-x wrapped in a tensor type that holds no storage of its own (``__torch_dispatch__``, the
-extension point of PyTorch's "Extending PyTorch" notes), under a ``TorchDispatchMode`` that
-sees every operation: one reading a value derived from x runs on the real values and is
-recorded as a node of an ``fx.Graph`` (its real output as ``meta["val"]``); operations on
-constants alone (the model's weights, index tensors, tensors made inside f) just run, so
-that the pattern's rules see their values. Meta tensors would compute nothing, but their
-kernels are Python references that import ``torch._dynamo`` on first use; plain real
-tensors would let f read x's values into Python unseen (``.numpy()``): a wrapper has no
-data to read.
-
-It refuses (``Refused``), rather than record what the rules could read as a pattern that
-holds at the traced point only:
-- a value of x read into Python (``.item()``, ``bool()``, ``float()``; ``.numpy()`` and
-  ``.tolist()`` of a wrapper raise), or an output whose shape depends on values
-  (``nonzero``, ``unique``, a mask computed from x used as an index);
-- a write into a tensor derived from x (a mutation, possibly through a view: ``make_fx``
-  removes those by functionalising), and a write into a constant that a recorded operation
-  read (the graph would hold its later value);
-- any error f raises on the wrapper.
-The caller then traces with ``make_fx`` as before.
+The pattern tracer needs f as aten operations with their arguments and output shapes;
+``make_fx``'s first use imports ``torch._dynamo`` and sympy. Here f runs on x wrapped in a
+storage-less tensor type under a ``TorchDispatchMode``: an operation reading a value derived
+from x runs on the real values and becomes a node of an ``fx.Graph``; operations on constants
+just run. It refuses (``Refused``) what would give a pattern true at this point only: a value
+of x read into Python or an output shape that depends on values, a write into a tensor
+derived from x or into a constant a recorded operation read, and any error f raises on the
+wrapper. The caller then traces with ``make_fx``.
 """
 
 from __future__ import annotations

@@ -1,22 +1,12 @@
 """A Jacobian's sparsity pattern proved by tracing the program, not guessed at a point.
 
-``f`` becomes an aten graph once: recorded as it runs on a wrapped x
-(``jacbench.core.dispatch_trace``: nothing of torch's compiler imported), or where the
-recording refuses (a mutation, a value read into Python) traced by ``make_fx`` with fake
-tensors, functionalised (``Tracer``); each value's dependencies on the inputs are propagated
-through it as a sparse boolean matrix (its elements x the N inputs). The rules are
-conservative: an op the rules do not know makes every output element depend on everything its
-operands depend on; a value that depends on the input through a comparison or an index
-(``where``, ``relu``'s mask, ``argmax``, ``sort``) keeps both branches; constants (the model's
-weights) are evaluated, so that a dense matrix with a tridiagonal band of nonzeros gives three
-entries a row, not N. The pattern then holds at every point, not only where it was traced. What
-cannot be traced (``.item()`` used as a Python number, Python control flow on values) raises
-``Unprovable`` with the reason, and the caller falls back to a dense pattern instead of a wrong
-sparse one.
-
-Cost: one recording (a forward pass; make_fx: milliseconds after its first use, which imports
-torch._dynamo and sympy, ~0.8 CPU-s) and sparse-matrix products of the size of the
-dependencies, about one forward pass of scipy work.
+``f`` becomes an aten graph once (recorded by ``jacbench.core.dispatch_trace``, or traced by
+``make_fx`` with fake tensors where that refuses), and each value's dependencies on the
+inputs are propagated through it as a sparse boolean matrix. The rules are conservative: an
+unknown op depends on everything its operands do, a comparison or index keeps both branches,
+constants are evaluated (a banded weight gives a band). The pattern holds at every point; what
+cannot be traced raises ``Unprovable`` with the reason, and the caller falls back to a dense
+pattern, never a wrong sparse one.
 """
 
 from __future__ import annotations

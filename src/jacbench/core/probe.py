@@ -1,15 +1,11 @@
 """What ``jacbench.prepare`` learns about f before any strategy: two evaluations of f.
 
-The first runs f at (a copy of) the point under a ``TorchFunctionMode`` that follows what is
-computed from x: it sees the calls that hide part of f from automatic differentiation on the
-way from x to the output (``.numpy()``, ``.item()``, ``.tolist()``, ``.detach()``, ``.data``,
-``float()``, an operation under ``torch.no_grad()``), the random operations f calls, and
-whether f writes into its input. The second runs f again at the same point: a function whose
-two values differ (dropout in train mode, random numbers, state it changes) has no Jacobian
-to prepare. A seen cut is then proved or cleared numerically (float64 central differences
-against forward and reverse mode along a random direction): a detach that only builds a mask
-changes no derivative and is accepted; one that does is refused with its name, never answered
-with a Jacobian that misses part of f.
+The first runs f at a copy of the point under a ``TorchFunctionMode`` that follows what is
+computed from x: it sees graph cuts (``.numpy()``, ``.item()``, ``.detach()``, ``.data``,
+``torch.no_grad()``), random operations, and writes into the input. The second runs f again:
+two different values (dropout, random numbers, changed state) have no Jacobian. A seen cut is
+then proved or cleared numerically (float64 central differences against forward and reverse
+mode): a detach that only builds a mask is accepted, one that changes a derivative refused.
 """
 
 from __future__ import annotations

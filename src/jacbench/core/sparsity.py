@@ -1,24 +1,12 @@
 """Sparsity patterns of Jacobians: where they come from, how they are coloured.
 
-A sparse strategy computes a Jacobian in as many passes as its pattern has colours instead of
-one pass per input (or output): columns that share no row can be probed by one JVP with the
-sum of their unit vectors, and each nonzero read back from the compressed product (Curtis,
-Powell and Reid 1974). Everything here runs once, at prepare time.
-
-Where a pattern comes from (``find``): the one the caller declares (a model's
-``jacobian_sparsity()``, or ``pattern=`` given to ``jacbench.prepare``), else the one proved by
-tracing the program (``jacbench.core.pattern_trace``: it holds at every point), else, where
-tracing cannot prove one, the dense pattern (one colour per column: exact, not sparse). The
-NaN-tangent probe of earlier versions (``detect``) is kept as an explicit choice
-(``pattern=probe``): it sees only the branches taken at its points. A traced or dense pattern
-is ``proved``, and so is a declared or probed one that covers the traced pattern
-(``covering``); any other is checked at preparation against f's directional derivatives at
-the prepared point and at random points (``verify``, ``jacbench.core.directional``) and
-refused where it misses an entry at any of them.
-
-Colouring (``color_columns``, ``jacbench.core.colouring``): first-fit greedy in natural and
-largest-first order, compiled, and with ``thorough`` DSATUR too; the fewest kept, never fewer
-than the lower bound (the most nonzeros in one row for columns).
+A sparse strategy needs as many passes as its pattern has colours. Everything here runs once,
+at prepare time. A pattern (``find``) is the caller's (``jacobian_sparsity()`` or
+``pattern=``), else the one proved by tracing (``jacbench.core.pattern_trace``), else dense;
+``pattern=probe`` is the NaN-tangent probe (branches taken at its points only). A traced or
+dense pattern, or one covering the traced one, is ``proved``; any other is checked against
+f's directional derivatives (``verify``) and refused where it misses an entry. Colouring:
+``color_columns`` (``jacbench.core.colouring``).
 """
 
 from __future__ import annotations

@@ -1,15 +1,11 @@
 """The parts of torch that are not its public API and that jacbench needs, in one place.
 
-Folding a forward-mode graph (``jacbench.core.fold``) needs the aten graph of ``jacfwd(f)``,
-its shapes and strides without computing values, and inductor on a graph that dynamo did not
-make; keeping a compiled call from leaking thread state needs functorch's layer stack;
-recording f's operations without the compiler (``jacbench.core.dispatch_trace``) needs a
-wrapper tensor type and a dispatch mode that torch does not wrap for dynamo; patterns need
-torch's pytree utilities, tensors' version counters and aten operations of private names; the
-benchmark's CPU peak memory needs the profiler's raw allocation events.
-torch offers none of them publicly. Each is used through this module only, so that a torch
-upgrade breaks one file, and ``tests/test_torch_internals.py`` runs every one of them and
-names the torch version they were checked on (``CHECKED_ON``).
+Folding forward-mode graphs needs make_fx's aten graphs, fake tensors and inductor without
+dynamo; compiled calls need functorch's layer stack and inference-mode guards; recording f's
+operations needs a wrapper tensor type and a dispatch mode torch does not wrap for dynamo;
+patterns need pytree, version counters and aten operations of private names; the CPU peak
+memory needs the profiler's raw allocation events. Used through this module only (a test
+checks src), run by ``tests/test_torch_internals.py``, checked on torch ``CHECKED_ON``.
 """
 
 from __future__ import annotations

@@ -1,24 +1,13 @@
-"""A job is claimed before it runs, so that sweeps sharing a results folder (two launched at
-once, or a re-run while the first still runs) never measure the same job twice.
+"""A job is claimed before it runs, so that sweeps sharing a results folder never measure
+the same job twice.
 
-A claim is a file created with O_EXCL in ``<results>/.claims/`` (atomic on local and NFS
-file systems), named by the job's config_hash and holding who made it (pid, host, boot id).
-Its holder touches it every ``HEARTBEAT_S``. A claim is stale, and taken over, when its
-process is gone (same host and boot, no such pid), when it stopped beating for ``STALE_S``
-(a process on another node, or one whose pid now belongs to an unrelated process), or when it
-is an empty file older than that; the others are waited for, and their result then counts as
-this sweep's. A SLURM task killed at its time limit is thus taken over on any node within
-``STALE_S``.
-
-Our own rather than filelock: a claim says who holds it (host, boot id, heartbeat) and is
-taken over across nodes by the rules above; filelock's FileLock (an OS lock, unreliable on
-NFS) and SoftFileLock (a file left for good when its holder dies) say neither.
-
-A results folder may be shared, so a claim is read as data from anyone: opened without
-blocking and without following a link (``O_NONBLOCK | O_NOFOLLOW``, then ``fstat``), at most
-``MAX_CLAIM_BYTES``. Something at a claim's name that is not a regular file (a FIFO, which
-would block ``open`` for good, a link, a folder) is no claim: it is said in one line, set
-aside and the job claimed anew.
+A claim is a file made with O_EXCL in ``<results>/.claims/``, named by the job's config hash,
+saying who holds it (pid, host, boot id) and touched every ``HEARTBEAT_S``. It is stale, and
+taken over, when its process is gone (same host and boot), when it stopped beating for
+``STALE_S`` (another node), or when it is empty and that old. Our own, not filelock: a claim
+says who holds it and is taken over across nodes. Claims are read as data: opened without
+blocking or following links, at most ``MAX_CLAIM_BYTES``; anything but a regular file at a
+claim's name is set aside, said in one line.
 """
 
 from __future__ import annotations

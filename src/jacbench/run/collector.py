@@ -1,15 +1,10 @@
-"""The garbage collector of the ``jacbench`` command (``python -m jacbench``), through the
-public ``gc`` API.
+"""The garbage collector of the ``jacbench`` command, through the public ``gc`` API.
 
-Importing torch, Hydra and the strategies, and later pyarrow and MLflow, makes millions of
-objects that live as long as the process, and Python's cyclic collector walks all of them at
-each of the dozens of full collections those imports trigger; the interpreter's teardown
-walks them again. The command therefore starts with the collector off, turns it on (start-up's
-objects frozen, as the ``gc`` docs advise for long-lived objects) before Hydra composes the
-job and anything is measured, so a job measures as a user's process runs; a single run
-turns it off again to record (parquet, MLflow), and the command freezes what it made at its
-end, so that teardown leaves it to the operating system. What it buys, measured side by
-side, is listed in CONTRIBUTING.md ("Machinery").
+Start-up's imports make millions of long-lived objects that each full collection walks
+again. The command starts with the collector off, turns it on (start-up's objects frozen, as
+the ``gc`` docs advise) before Hydra composes the job, so a job measures as a user's process
+runs; a single run turns it off to record, and the command freezes what it made at its end,
+leaving teardown to the operating system. What it buys: CONTRIBUTING.md ("Machinery").
 """
 
 from __future__ import annotations

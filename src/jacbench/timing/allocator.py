@@ -1,17 +1,11 @@
 """glibc's allocator held steady while a job is timed.
 
-glibc adapts its thresholds to what the process freed before (its dynamic mmap threshold,
-and the trim threshold at twice it): a buffer of a few MiB is either mapped fresh from the
-kernel on every call (and its pages faulted in again) or reused from the heap, depending on
-which jobs ran earlier in the same process. At N = M = 1024 that decided a strategy's time
-(the map's banded float64 cell, fresh processes, one core: ``jacfwd_folded`` 13.6-16.8 ms
-a call with glibc's own thresholds, 2.91-2.98 ms held steady; docs/map.md), and so which
-strategy won a cell and how far ``auto`` seemed to lose. The runner fixes both thresholds
-before each job, so that a job's time does not depend on the jobs before it; each row
-records the setting (``allocator``).
-
-Only the benchmark's runner calls this: the library (``jacbench.prepare``) never changes a
-process-wide setting of the user's process.
+glibc adapts its mmap and trim thresholds to what the process freed before, so a buffer of
+a few MiB is mapped fresh (pages faulted in again) or reused depending on the jobs that ran
+earlier in the process; at N = M = 1024 that decided which strategy won a cell (docs/map.md).
+The runner fixes both thresholds before each job and each row records the setting
+(``allocator``). Only the benchmark's runner calls this: the library never changes a
+process-wide setting.
 """
 
 from __future__ import annotations

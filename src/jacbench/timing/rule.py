@@ -1,17 +1,10 @@
 """The one rule for "A beats B" (``verdict``): A's confidence interval of the median time lies
-wholly below B's. Wall time decides where neither was timed while its process waited for its
-core; where one was (the machine was busy), its wall time is not its code's alone, and the
-timed thread's CPU time, which a neighbour hardly moves, decides instead, said so in the
-verdict with wall time beside it. Two rows timed side by side in one job (one ``pair_id``)
-are judged by their ratio across the interleaved blocks, which shared whatever the machine
-did. Overlapping intervals are a tie; a time without an interval (fewer than ``MIN_BLOCKS``
-timed blocks, or a row from before blocks were kept) decides nothing. "Settled" means
-exactly this verdict, and nothing else (docs/columns.md).
-
-Every comparison jacbench prints of recorded rows (answers, report, recommendation, figures,
-maps, MLflow parent) asks ``verdict`` here; ``compare_intervals`` is its interval part alone,
-for times that have no rows. A leaf module (no torch, no pandas) so readers of results and
-the timer share it.
+wholly below B's. Wall time decides unless a row was timed while its process waited for a
+core; then the timed thread's CPU time decides, said so. Two rows timed side by side (one
+``pair_id``) are judged by their ratio across the interleaved blocks. Overlap is a tie; a
+time without an interval decides nothing. Every comparison jacbench prints of recorded rows
+asks ``verdict``; ``compare_intervals`` is its interval part, for times without rows. A leaf
+module (no torch, no pandas). docs/columns.md.
 """
 
 from __future__ import annotations

@@ -1,19 +1,12 @@
 """A sweep from its start to its end, as jacbench's Hydra sweeper runs it
-(``hydra/sweeper=jacbench``, ``hydra_plugins.jacbench_sweeper``).
+(``hydra/sweeper=jacbench``).
 
-Its jobs are listed as Hydra's basic sweeper lists them (the preset's ``params`` first, the
-command line after, every combination of the swept values). Before anything starts, the jobs
-that hold every combination of the swept groups' choices and every other swept value are
-composed, which checks the sweep (``covering_jobs``); Hydra's launcher composes each job it
-runs, so the others are composed here only where the sweeper must read them. The sweep is
-then opened; where its results folder holds rows or claims, in each batch a job whose row may
-be reused (``jacbench.run.resume``) is counted as done, a job another sweep is running is set
-aside until that sweep lets it go, and the rest go to the launcher, Hydra's basic, joblib or
-submitit one, unmodified (a job asks again under its claim, so one recorded or claimed after
-the sweep looked is still never measured twice). When the launcher stops at a task that
-died (hydra-submitit's does at the first cancelled or timed-out one), the sweep says so and
-waits for its other jobs while any of them still runs (a claim held, or a SLURM task still
-queued). The sweep is closed, summary and MLflow parent run, whatever happened.
+Jobs are listed as Hydra's basic sweeper lists them; the jobs that cover every swept choice
+are composed first, which checks the sweep (``covering_jobs``). In each batch a job whose row
+may be reused is counted as done, one another sweep is running is set aside until released,
+and the rest go to the stock launcher (a job asks again under its claim). Where the launcher
+stops at a dead task, the sweep says so and waits while its other jobs still run. The sweep
+is closed (summary, MLflow parent run) whatever happened.
 """
 
 from __future__ import annotations
