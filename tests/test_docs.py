@@ -96,3 +96,7 @@ def test_ci_installs_exactly_as_the_readme_says():
     install = [line for line in readme if line.startswith("python3 -m venv")]
     assert install == [line for line in ci if line.startswith("python3 -m venv")]
     assert '-e ".[bench,dev]"' in install[0]
+
+
+def test_contributing_keeps_commands_and_rules_under_200_lines():
+    assert len((ROOT / "CONTRIBUTING.md").read_text().splitlines()) < 200
