@@ -321,3 +321,15 @@ def test_an_answers_prose_wraps_and_its_tables_keep_their_columns():
     assert lines[1].startswith("Answer: ") and len(lines) > 4
     bullet = lines.index(next(line for line in lines if line.startswith("- ")))
     assert lines[bullet + 1].startswith("  bullet")  # under the bullet's text
+
+
+def test_a_long_problem_title_stays_inside_the_time_figure():
+    """A custom model's long name: the time figure's title, centred over the axes right of
+    the strategy names, was cut at the figure's right edge."""
+    from jacbench.report import plots
+
+    model = "my_lab_custom_residual_network_with_a_long_descriptive_name_for_its_paper_v2"
+    long_name = "our_plugins_forward_mode_strategy_with_batched_tangents_v3"
+    _, groups = plot_rows(timed(long_name, 1.0, model=model), timed("jacrev", 2.0, model=model))
+    fig = plots.time_per_strategy(groups)
+    assert not texts_inside(fig)

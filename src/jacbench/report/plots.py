@@ -346,6 +346,8 @@ def interval_bars(rows: pd.DataFrame) -> np.ndarray:
 
 NAME_WIDTH = 45  # characters a line of a strategy name on an axis
 INCH_PER_CHAR = 0.085  # of a FONT-pt label, wide characters counted
+NAMES_PAD_IN = 0.8  # beside the names: the ticks and the figure's margins
+TITLE_CHARS_PER_IN = 11  # FONT-pt characters an inch, wide ones counted
 
 
 def _names_width(names) -> float:
@@ -392,6 +394,9 @@ def time_per_strategy(
     }
     heights = [_row_pitch(names[t]) * len(r) + 1.1 for t, r in panels]
     width = _names_width(n for t, _ in panels for n in names[t])
+    # a title is centred over its axes, right of the names: wrapped to the axes' width
+    longest = max(len(line) for t, _ in panels for n in names[t] for line in n.split("\n"))
+    title_chars = int((width - INCH_PER_CHAR * longest - NAMES_PAD_IN) * TITLE_CHARS_PER_IN)
     fig, axes = plt.subplots(
         len(panels),
         1,
@@ -425,7 +430,7 @@ def time_per_strategy(
         ax.set_ylim(-0.6, len(rows) - 0.4)
         ax.invert_yaxis()  # fastest on top
         log_axis(ax, "x", "median time per Jacobian [ms] (bar: 95% interval of the median)")
-        ax.set_title(textwrap.fill(title, int(width * 8)), fontsize=FONT)
+        ax.set_title(textwrap.fill(title, title_chars), fontsize=FONT)
     figure_legend(fig, handles)
     return finish(fig)
 
