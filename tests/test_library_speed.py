@@ -239,7 +239,7 @@ def test_the_slices_f_reads_x_through_are_found_and_only_they():
         "overlapping": None,
     }
     for f in (split, sliced_with_a_gap):
-        both = by_blocks(trace_shapes_only(f, x), x, by_reverse_twice)
+        both = by_blocks(trace_shapes_only(f, x), (x,), 0, by_reverse_twice)
         value, J = both(x)
         torch.testing.assert_close(value, f(x))
         torch.testing.assert_close(J, torch.func.jacfwd(f)(x))  # a gap: zero columns
@@ -262,7 +262,7 @@ def test_forward_mode_by_blocks_carries_each_slices_tangents_only_where_it_is_re
         }
 
     assert tangent_widths(by_reverse_twice(f)) == {38}
-    assert tangent_widths(by_blocks(f, theta, by_reverse_twice)) == {18, 6}
+    assert tangent_widths(by_blocks(f, (theta,), 0, by_reverse_twice)) == {18, 6}
     p = make_problem("r", FunctionModule(residuals), theta, "input", False)
     folded = REGISTRY.prepare("jacfwd_folded", p, compile=False, forward_ad="never")
     for x in (theta, theta + 0.1):

@@ -9,6 +9,7 @@ of one tensor; Jacobians w.r.t. a module's parameters go through ``jacbench.Flat
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Callable
 from dataclasses import replace
 from typing import Any
@@ -21,7 +22,7 @@ from jacbench.core.enums import Kind
 from jacbench.core.errors import UnsupportedFunction
 from jacbench.core.memory_budget import check_answer_fits
 from jacbench.core.modes import plain_autograd
-from jacbench.core.prepared import Prepared, Recipe, known_cause
+from jacbench.core.prepared import Prepared, known_cause
 from jacbench.core.probe import check_point, probe
 from jacbench.core.problem import FunctionModule, make_problem
 from jacbench.core.registry import load_registry
@@ -35,21 +36,15 @@ def prepare(
 ) -> Prepared:
     """A reusable Jacobian of ``f`` for points like ``example_x``, by a registered strategy.
 
-    ``prep(x)`` returns the Jacobian at ``x`` shaped ``f(x).shape + x.shape`` (as
-    torch.func.jacrev does; ``()`` for a scalar function of a scalar), a new tensor at every
-    call, never requiring grad. ``options`` are the strategy's options, e.g.
-    ``prepare(f, x, "fd_central", eps=1e-4)`` or ``prepare(f, x, "auto", compile=False)``.
-    The user's module is used as it is: its mode and requires_grad flags are left alone, and
-    the caller's points are never written (a function that writes into its input gets a
-    copy). Sparse strategies with ``output="csr"`` (or ``"scipy"``) return the (M, N) CSR
-    matrix of the flattened function instead (torch's, or a ``scipy.sparse.csr_array``), and
-    take a declared ``pattern=``: an (M, N) boolean matrix or index pairs ``(rows, cols)``.
-
-    f is evaluated twice before the strategy's setup (``jacbench.core.probe``); a function
-    with no Jacobian to prepare is refused there with one ``jacbench.core.errors`` error
-    naming the cause: a point or output that is not one real floating-point tensor
-    (``UnsupportedFunction``), randomness (``RandomFunction``), or part of f hidden from
-    automatic differentiation (``GraphCut``: numpy, torch.no_grad, detach, .item()).
+    ``prep(x)`` returns the Jacobian at ``x`` shaped ``f(x).shape + x.shape``, a new tensor
+    at every call, never requiring grad; ``options`` are the strategy's (``eps=1e-4``,
+    ``compile=False``). The module's mode and flags are left alone and every call of f gets
+    a copy of its point. Sparse strategies with ``output="csr"`` (or ``"scipy"``) return the
+    (M, N) CSR matrix and take a declared ``pattern=``. f is evaluated twice first
+    (``jacbench.core.probe``): a function with no Jacobian to prepare is refused with one
+    error naming the cause (``UnsupportedFunction``, ``RandomFunction``, ``GraphCut``); a
+    dense Jacobian that cannot fit, with ``MemoryBudget``. The first answer of an exact
+    strategy is checked against reverse mode (``WrongJacobian``).
     """
     if not callable(f):
         raise UnsupportedFunction(
@@ -83,7 +78,7 @@ def prepare(
         def check(point: torch.Tensor, jac: Any) -> str:
             return disagreement(problem.f, point, jac, problem.n_out)
 
-    recipe = Recipe(f, x, strategy, tuple(sorted(options.items())))
+    recipe = functools.partial(prepare, f, x, strategy, **options)  # pickled as this
     return replace(
         flat,
         shape=tuple(x.shape),

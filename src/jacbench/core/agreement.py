@@ -1,18 +1,11 @@
-"""A cheap check of a Jacobian computed by one route against another route at one point.
+"""A cheap check of a Jacobian against f's own derivative at one point.
 
-A full second Jacobian would double the cost of the call it checks; one vector-Jacobian
-product along a random direction u, by plain reverse-mode autograd through f itself, costs
-about two evaluations of f and catches a Jacobian that is wrong anywhere but in a set of
-directions of measure zero. Used where a new form of a Jacobian is trusted for the first
-time: auto's first call in a new tier (``jacbench.core.tiers``), which checks what tracing,
-the graph passes, batching and the compiler made of f against f run as it is.
-
-Plain reverse mode, not forward mode: it imports nothing (torch's forward AD imports
-torch._dynamo on its first plain tensor, ~0.75 CPU-s in a fresh process, which the check
-of a cheap tier would have paid on the caller's path) and takes no turns (forward AD is
-process-wide; reverse mode runs in any thread). No ``grad_outputs`` tensor is passed
-(autograd's shape check of one imports sympy). Forward mode checks where f has no
-reverse-mode derivative.
+One vector-Jacobian product along a random direction u, by plain reverse-mode autograd
+through f, costs about two evaluations of f and catches a Jacobian wrong anywhere but in a
+set of directions of measure zero. It checks each new tier of auto and the library's first
+answer of every exact strategy. Plain reverse mode: it imports nothing of torch's compiler,
+takes no turn (forward AD is process-wide) and is right where torch's forward AD is not;
+forward mode checks where f has no reverse-mode derivative.
 """
 
 from __future__ import annotations

@@ -19,18 +19,19 @@ import torch
 from torch import fx
 
 from jacbench.core import torch_internals
+from jacbench.core.fold import mutates
 
 aten = torch.ops.aten
 SPLITS = {aten.split_with_sizes.default, aten.split.Tensor}
 MAX_BLOCKS = 64  # more slices than this: one block (each block is a pass of its own)
 
 
-def spans(gm: fx.GraphModule, n: int) -> list[tuple[int, int]] | None:
-    """The (start, stop) of each slice of the flat input that ``gm`` reads it through, in
-    order and disjoint, where it reads it only through slices along its one dimension (a
+def spans(gm: fx.GraphModule, n: int, k: int = 0) -> list[tuple[int, int]] | None:
+    """The (start, stop) of each slice of the flat input ``k`` that ``gm`` reads it through,
+    in order and disjoint, where it reads it only through slices along its one dimension (a
     split, or slices with step 1); else None."""
-    (x,) = [node for node in gm.graph.nodes if node.op == "placeholder"]
-    while len(x.users) == 1 and next(iter(x.users)).target is aten.alias.default:
+    x = [node for node in gm.graph.nodes if node.op == "placeholder"][k]
+    while len(x.users) == 1 and _as_it_is(next(iter(x.users)), n):
         (x,) = x.users
     out = []
     for user in x.users:
@@ -53,20 +54,40 @@ def spans(gm: fx.GraphModule, n: int) -> list[tuple[int, int]] | None:
     return out
 
 
+def _as_it_is(node: fx.Node, n: int) -> bool:
+    """Whether ``node`` is its input unchanged: an alias, a view as the same (n,), or a copy
+    (the library's copy of x for f) in a graph that writes into nothing."""
+    if node.target is aten.alias.default:
+        return True
+    if node.target is aten.clone.default:
+        return not any(mutates(other) for other in node.graph.nodes)
+    if node.target not in (aten.view.default, aten.reshape.default):
+        return False
+    shape = node.args[1]
+    return isinstance(shape, (list, tuple)) and list(shape) in ([n], [-1])
+
+
 def _equal(size: int, n: int) -> list[int]:
     return [min(size, n - start) for start in range(0, n, size)]
 
 
-def with_pieces(gm: fx.GraphModule, cuts: list[tuple[int, int]]) -> fx.GraphModule:
-    """``gm`` taking the slices ``cuts`` of its input as inputs of their own."""
+def with_pieces(
+    gm: fx.GraphModule, cuts: list[tuple[int, int]], n: int, k: int = 0
+) -> fx.GraphModule:
+    """``gm`` taking the slices ``cuts`` of its input ``k`` (of ``n`` values) as inputs of
+    their own, after its other inputs (in their order)."""
     graph, env = fx.Graph(), {}
-    pieces = {cut: graph.placeholder(f"piece_{k}") for k, cut in enumerate(cuts)}
-    (x,) = [node for node in gm.graph.nodes if node.op == "placeholder"]
+    placeholders = [node for node in gm.graph.nodes if node.op == "placeholder"]
+    x = placeholders[k]
+    for node in placeholders:
+        if node is not x:
+            env[node] = graph.placeholder(node.name)
+    pieces = {cut: graph.placeholder(f"piece_{j}") for j, cut in enumerate(cuts)}
     aliases = {x}
     for node in gm.graph.nodes:
         if node.op == "placeholder":
             continue
-        if node.target is aten.alias.default and node.args[0] in aliases:
+        if node.args and node.args[0] in aliases and _as_it_is(node, n):
             aliases.add(node)
             continue
         if node.target in SPLITS and node.args[0] in aliases:
@@ -92,31 +113,36 @@ def with_pieces(gm: fx.GraphModule, cuts: list[tuple[int, int]]) -> fx.GraphModu
 
 
 def by_blocks(
-    f: Callable, x: torch.Tensor, jacobian: Callable[[Callable], Callable]
+    f: Callable,
+    inputs: tuple[torch.Tensor, ...],
+    k: int,
+    jacobian: Callable[[Callable], Callable],
 ) -> Callable | None:
-    """``x -> (f(x), J(x))``, J computed one block of columns at a time by ``jacobian(g)``
+    """``(x, *others) -> (f(x), J(x))`` for ``f(*inputs)`` with x its input ``k`` (the others
+    read as they are given), J computed one block of columns at a time by ``jacobian(g)``
     (``g -> (p -> (g(p), J_g(p)))``) of f as a function of one slice, the others fixed;
     None where f does not read x (flat) only through two or more disjoint slices."""
+    x = inputs[k]
     if x.dim() != 1:
         return None
-    gm = torch_internals.aten_graph(f, x)
-    cuts = spans(gm, x.numel())
+    gm = torch_internals.aten_graph(f, *inputs)
+    cuts = spans(gm, x.numel(), k)
     if cuts is None or not 2 <= len(cuts) <= MAX_BLOCKS:
         return None
-    pieces = with_pieces(gm, cuts)
     n = x.numel()
+    pieces = with_pieces(gm, cuts, n, k)
 
-    def both(v: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+    def both(v: torch.Tensor, *others: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
         parts = [v[a:b] for a, b in cuts]
         value: torch.Tensor | None = None
         columns: list[torch.Tensor] = []
         at = 0
-        for k, (start, stop) in enumerate(cuts):
+        for j, (start, stop) in enumerate(cuts):
 
-            def g(p: torch.Tensor, k: int = k) -> torch.Tensor:
-                return pieces(*parts[:k], p, *parts[k + 1 :])
+            def g(p: torch.Tensor, j: int = j) -> torch.Tensor:
+                return pieces.forward(*others, *parts[:j], p, *parts[j + 1 :])
 
-            value, block = jacobian(g)(parts[k])
+            value, block = jacobian(g)(parts[j])
             block = block.reshape(value.numel(), stop - start)
             if start > at:  # columns of x that f does not read: zero
                 columns.append(block.new_zeros(value.numel(), start - at))

@@ -1,18 +1,12 @@
 """A Jacobian graph made from f as dynamo captures it, kept valid by dynamo's guards.
 
-A graph traced once freezes what f read while it was traced: a module's attribute, a
-closure's number, a global, a namespace's field, a hook. jacbench does not walk f's objects
-to see what changed (such a walk always had holes); dynamo does this for torch.compile and
-keeps it up: ``torch.compile(f, backend=..., fullgraph=True)`` hands the backend f's graph
-with every tensor f reads (its input, parameters, buffers, closure and global tensors) as
-graph inputs, read afresh at each call, and guards on everything else it specialised to.
-
-The backend here turns f's graph into the graph of ``(f(x), J(x))`` (``make``: traced,
-folded, compiled) over the same inputs, runs that instead of f's graph, and leaves the
-Jacobian for the call to pick up. A guard that fails makes dynamo capture f again (the
-backend is called again); f that cannot be captured whole (a graph break: ``.item()``, a
-branch on a value, an unsupported call) raises, and so does a function captured again at
-too many calls: the caller then uses an untraced form, which reads everything at each call.
+``torch.compile(f, backend=..., fullgraph=True)`` hands the backend f's graph with every
+tensor f reads (input, parameters, buffers, closure and global tensors) as graph inputs,
+read afresh at each call, and guards everything else it specialised to (attributes,
+namespaces, globals): a failed guard captures f again. The backend builds the graph of
+``(f(x), J(x))`` over the same inputs (``make``), runs it instead of f's graph, and leaves
+the Jacobian for the call. f that cannot be captured whole (``.item()``, a branch on a
+value), or is captured again too often, raises: the caller then answers untraced.
 """
 
 from __future__ import annotations
@@ -27,7 +21,7 @@ from typing import Any
 import torch
 
 from jacbench.core import torch_internals
-from jacbench.core.errors import RetraceStorm
+from jacbench.core.errors import RetraceStorm, one_line
 
 # (f's graph over its inputs, the inputs, x's index among them, the call's whole x)
 #   -> (x, *other inputs) -> (f(x), J(x))
@@ -89,16 +83,14 @@ class Guarded:
         if hooks != self._hooks:  # a global module hook added or removed: capture f again
             self._hooks, self._compiled = hooks, self._captured()
         try:
-            with warnings.catch_warnings():
-                warnings.simplefilter("ignore", FutureWarning)  # inductor's own deprecations
-                self._compiled(call.point)
+            self._compiled(call.point)  # a capture's own warnings are silenced where it builds
         except Exception as exc:
             if call.storm is not None:
                 raise call.storm from None
             inner = getattr(exc, "inner_exception", None)  # dynamo's wrapper of the backend's
             if isinstance(inner, NotCaptured):
                 raise inner from None
-            reason = " ".join(str(exc).split())[:300]
+            reason = one_line(exc)
             raise NotCaptured(f"{type(exc).__name__}: {reason}") from exc
         finally:
             out, call.x, call.point, call.out = call.out, None, None, None
@@ -128,7 +120,7 @@ class Guarded:
         except NotCaptured:
             raise
         except Exception as exc:  # said as it is, not as dynamo's wrapper of it
-            reason = " ".join(str(exc).split())[:300]
+            reason = one_line(exc)
             raise NotCaptured(f"{type(exc).__name__}: {reason}") from exc
         self.captures += 1
         self.trace_s, self.since_s = time.perf_counter() - start, 0.0

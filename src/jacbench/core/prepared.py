@@ -128,23 +128,6 @@ class _Calls:
 
 
 @dataclass(frozen=True)
-class Recipe:
-    """What ``jacbench.prepare`` was given: enough to prepare the same Jacobian again in
-    another process (pickle, ``spawn``) or as a copy (``copy.deepcopy``)."""
-
-    f: Callable = field(repr=False)
-    example_x: torch.Tensor = field(repr=False)
-    strategy: str = "auto"
-    options: tuple[tuple[str, Any], ...] = ()
-
-
-def _prepared_again(recipe: Recipe) -> Prepared:
-    from jacbench.api import prepare  # the library's door: a leaf here would be a cycle
-
-    return prepare(recipe.f, recipe.example_x, recipe.strategy, **dict(recipe.options))
-
-
-@dataclass(frozen=True)
 class Prepared:
     """``prep(x)``: the Jacobian at ``x``, by the strategy prepared for points like ``x``.
 
@@ -174,7 +157,8 @@ class Prepared:
     finite_entries: Callable[[Any], torch.Tensor] | None = field(default=None, repr=False)
     # the library's: the first answer checked (``jacbench.core.agreement``: "" where right)
     first_check: Callable[[torch.Tensor, Any], str] | None = field(default=None, repr=False)
-    recipe: Recipe | None = field(default=None, repr=False)  # the library's: to prepare again
+    # the library's: ``jacbench.prepare`` with what it was given (a picklable partial)
+    recipe: Callable[[], Prepared] | None = field(default=None, repr=False)
     calls: _Calls = field(default_factory=_Calls, repr=False, compare=False)
 
     @property
@@ -198,7 +182,7 @@ class Prepared:
                 f"this prepared {self.strategy} Jacobian was made by the benchmark, not by "
                 "jacbench.prepare: prepare it again where it is needed"
             )
-        return (_prepared_again, (self.recipe,))
+        return (self.recipe, ())
 
     def settled(self) -> Prepared:
         """This Jacobian in its final tier (a tiered ``auto`` compiles now); itself."""

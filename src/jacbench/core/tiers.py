@@ -1,21 +1,13 @@
 """A prepared Jacobian that answers by its cheapest form until the caller settles it.
 
-The faster forms (batched passes, a folded graph, compiled code) cost time once to build
-(seconds for a compile) and save a fraction of a millisecond a call. Whether a caller's
-calls will pay that back is the caller's knowledge, and a build beside the caller's own
-code (a thread) reached its forward-mode AD, its exit and its forks. So nothing is built
-behind the caller: ``settle()`` builds the last form that can be built here, now, in the
-caller's thread, and every call before and after it runs one form, never a build. A caller
-who would rather have the moves made for it sets a ``patience``: the call at which the calls
-since the last move have spent ``patience`` times the next form's cost to build builds it,
-in the caller's thread (that call waits for the build: ski rental).
-
-A new form is not trusted blindly: its first answer, at the prepared point, is checked
-against reverse mode's derivative of f along a random direction
-(``jacbench.core.agreement``). Where it raises or disagrees, the Jacobian stays in the form
-before, says so once (a ``RuntimeWarning``) and records why (``Tiered.refused``). A traced
-form whose graph would be traced again at nearly every call (``RetraceStorm``) gives way to
-the last form that traces nothing, for good.
+Faster forms (batched passes, a folded graph, compiled code) cost seconds once to build.
+Nothing is built behind the caller (a build thread reached its forward AD, exit and forks):
+``settle()`` builds the last form that can be built, now, in the caller's thread; with a
+``patience`` the call at which the calls since the last move spent that many times the next
+form's cost builds it (ski rental). A new form's first answer is checked at the prepared
+point (``jacbench.core.agreement``): where wrong or failing it is refused, said once and
+recorded (``Tiered.refused``); a traced form captured again at nearly every call
+(``RetraceStorm``) gives way to the last form that traces nothing.
 """
 
 from __future__ import annotations
@@ -29,7 +21,7 @@ from typing import Any
 
 import torch
 
-from jacbench.core.errors import RetraceStorm, StrategySkip
+from jacbench.core.errors import RetraceStorm, StrategySkip, one_line
 from jacbench.core.interrupt import raise_if_interrupt
 from jacbench.core.prepared import Prepared
 
@@ -194,4 +186,4 @@ class Tiered:
 
 
 def _one_line(exc: BaseException) -> str:
-    return f"{type(exc).__name__}: {' '.join(str(exc).split())[:300]}"
+    return f"{type(exc).__name__}: {one_line(exc)}"

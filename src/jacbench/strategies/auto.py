@@ -1,27 +1,13 @@
 """``auto``: pick an exact strategy for this problem, by a rule and a short calibration.
 
-The rule: forward mode (jacfwd_folded) when the Jacobian has at least as many rows as
-columns (M >= N: N forward passes beat M backward passes), reverse mode (jacrev) otherwise.
-Where the model declares its sparsity pattern (``jacobian_sparsity()``, so knowing it costs
-nothing) the same rule picks sparse_jacfwd / sparse_jacrev instead. auto traces a pattern
-itself only where the Jacobian is too large to hold dense (``with_traced_pattern``): tracing
-costs about a forward pass of scipy work, which a dense Jacobian that fits does not need.
-
-By default (``compile`` on, ``upfront`` off) auto is tiered (``ladder``): ``prepare``
-returns at once with plain reverse-mode autograd (``double_backward`` by columns where
-forward mode fits, ``autograd_loop`` by rows otherwise: nothing to build, nothing of torch's
-compiler imported), and stays there until the caller settles it: ``prep.settled()`` builds
-the last tier that can be built here (compiled), now, in the caller's thread, and checks its
-first answer (``jacbench.core.tiers``). Nothing is built behind the caller's back.
-
-With ``upfront`` (or ``compile`` off) the candidates below are each prepared and timed
-briefly, leaving out those that need over PASS_RATIO times the passes of the other mode, and
-the fastest is kept; the calibration's cost, compilation included, is part of first_call_s.
-The choice is recorded as ``chosen_strategy`` and, with ``cache`` on, remembered across
-processes (``jacbench.core.decisions``), unless the machine was loaded while timing
-(``jacbench.core.contention``): the next preparation of the same problem prepares that
-choice alone, where it is one auto could have made there, and checks its answers against
-f's directional derivatives (``decided_by``); otherwise it decides again.
+The rule: forward mode (jacfwd_folded) where M >= N, reverse mode (jacrev) otherwise; with a
+declared sparsity pattern, sparse_jacfwd / sparse_jacrev; a pattern is traced only where the
+Jacobian is too large to hold dense (``with_traced_pattern``). By default auto is tiered
+(``ladder``): plain reverse-mode autograd at once (nothing built, nothing of the compiler
+imported) until the caller's ``prep.settled()`` builds the last tier (``jacbench.core.tiers``).
+With ``upfront`` (or ``compile`` off) the candidates are prepared and timed briefly and the
+fastest kept; with ``cache`` the choice is remembered across processes unless the machine
+was loaded (``jacbench.core.decisions``, ``jacbench.core.contention``).
 """
 
 from __future__ import annotations

@@ -228,19 +228,12 @@ def copies_chosen(copies_s: list[float], plain_s: list[float]) -> bool | None:
 
 class CopiesOrPlain:
     """``both(x)`` by copies of x (its columns, else its rows) where they hold and pay: f can
-    be vmapped, w^T J agrees with one plain backward pass (a copy is not f where f reads or
-    writes state of its own), and the copies take no longer than the plain passes; else by
-    ``plain``, from then on. Where f's own work dominates, the copies repeat it N times (4.3-
-    4.4x slower on a convolution and an MLP of N = 256-1024 here); where dispatch dominates
-    they win (3x on seed004).
-
-    Decided over the first calls, each of which computes its Jacobian once: the first checks
-    the copies (their answer), then the plain passes and the copies answer in turns, timed
-    (the plain passes' first with their own first-call checks, the copies warm: their first
-    call paid vmap's first use), until ``copies_chosen`` decides: at the third call where one
-    way is clearly faster. Before, the first call ran the copies twice and the plain passes
-    once (21 ms of a fresh process's first Jacobian on seed004, a call: 2.5), and one timed
-    call each decided. ``use``: None while undecided, then whether the copies are used."""
+    be vmapped, w^T J agrees with one plain backward pass (a copy is not f where f keeps
+    state of its own), and the copies take no longer than the plain passes (where f's own
+    work dominates they repeat it N times); else by ``plain``, from then on. Decided over
+    the first calls, each computing its Jacobian once: the first checks the copies, then
+    both ways answer in turns, timed, until ``copies_chosen`` decides. ``use``: None while
+    undecided, then whether the copies are used."""
 
     def __init__(self, problem: Problem, plain: Both, columns: bool) -> None:
         self.problem, self.plain = problem, plain

@@ -14,6 +14,7 @@ import torch
 
 from jacbench.core import guarded, torch_internals
 from jacbench.core.cache import cache_folder
+from jacbench.core.errors import one_line
 from jacbench.core.fold import ValueDependent, fold, optimised, traced, transpose_narrow
 from jacbench.core.guarded import own_entry
 from jacbench.core.hoist import hoist
@@ -74,7 +75,7 @@ def compile_checked(fn: Callable, x: torch.Tensor, mode: str = "default") -> Cal
             warnings.simplefilter("ignore", FutureWarning)  # inductor's own deprecations
             call(x)
     except Exception as exc:
-        reason = " ".join(str(exc).split())[:300]
+        reason = one_line(exc)
         raise StrategySkip(f"torch.compile failed here: {type(exc).__name__}: {reason}") from exc
     return call
 
@@ -88,18 +89,20 @@ def compile_graph(
     (torch 2.13's standalone compile of jacfwd's transformer graph: "copy_() on an invalid
     python storage"), compiled the plain way. A failure is a skip."""
     options = {} if mode == "default" else {"max_autotune": mode == "max-autotune"}
-    ways = [True, False] if cache_folder("inductor") is not None else [False]
-    for cache in ways:
+    # the plain way fails on a 0-dim input (a closure's scalar tensor) in torch 2.13
+    # ("TensorifyScalarRestartAnalysis"), where the cached way compiles: tried second
+    ways = [True, False] if cache_folder("inductor") is not None else [False, True]
+    for attempt, cache in enumerate(ways):
         try:
             with warnings.catch_warnings(), autograd_state_kept():
-                warnings.simplefilter("ignore", FutureWarning)  # inductor's own deprecations
+                warnings.simplefilter("ignore")  # inductor's own deprecations and notes
                 compiled = torch_internals.inductor_compile(graph, list(inputs), options, cache)
                 compiled(*inputs)
             break
         except Exception as exc:
-            if cache:
+            if attempt + 1 < len(ways):
                 continue
-            reason = " ".join(str(exc).split())[:300]
+            reason = one_line(exc)
             raise StrategySkip(f"inductor failed here: {type(exc).__name__}: {reason}") from exc
 
     def call(*args: torch.Tensor):
@@ -109,11 +112,17 @@ def compile_graph(
     return call
 
 
-Ways = Callable[[Callable], list[Callable]]  # f -> the transforms of f to try, in order
+# (f, its inputs, x's index among them) -> the ways to trace (x, *others) -> (f(x), J(x))
+Ways = Callable[[Callable, tuple[torch.Tensor, ...], int], list[Callable]]
 
 
 def retraced(
-    problem: Problem, ways: Ways, compile: bool, mode: str = "default", storm: str = "warn"
+    problem: Problem,
+    ways: Ways,
+    untraced: Callable[[torch.Tensor], Any],
+    compile: bool,
+    mode: str = "default",
+    storm: str = "warn",
 ) -> Callable[[torch.Tensor], Any]:
     """``x -> (f(x), J(x))`` by a transform of the problem's f (the first of ``ways(f)``
     that traces) traced into an aten graph of f as dynamo captures it
@@ -123,7 +132,7 @@ def retraced(
     ``jacbench.core.hoist``; compiled, narrow products transposed), every output a new
     tensor (``jacbench.core.fold.optimised``). Where f cannot be captured whole, a skip;
     where it stops being capturable later (a storm, a graph break), that call raises
-    (``RetraceStorm`` with ``storm="raise"``) or answers by the untraced transform."""
+    (``RetraceStorm`` with ``storm="raise"``) or answers by ``untraced`` (f run as it is)."""
     f = problem.f
     batch = problem.batch
 
@@ -132,27 +141,13 @@ def retraced(
 
     def make(f_of: Callable, inputs: tuple[torch.Tensor, ...], k: int, x: torch.Tensor) -> Callable:
         others = inputs[:k] + inputs[k + 1 :]
-
-        def transforms() -> list[Callable]:
-            def over(way_index: int) -> Callable:
-                def fn(v: torch.Tensor, *rest: torch.Tensor) -> object:
-                    def f_v(u: torch.Tensor) -> object:
-                        return f_of(*rest[:k], u, *rest[k:])
-
-                    return ways(f_v)[way_index](v)
-
-                return fn
-
-            return [over(i) for i in range(len(ways(f)))]
-
-        graph = _first_traced(transforms, (x, *others))
+        graph = _first_traced(lambda: ways(f_of, inputs, k), (x, *others))
         if not compile:  # inductor fuses the basis into its kernels: hoisted only eagerly
             return optimised(graph, (x, *others), [_folded, _hoisted]).forward  # no hooks
         graph = optimised(graph, (x, *others), [_folded, transpose_narrow])
         return compile_graph(graph, (x, *others), mode)
 
     traced = guarded.Guarded(f, point, make, storm)
-    untraced = ways(problem.f)[0]
     state = {"warned": False}
 
     def both(x: torch.Tensor) -> Any:
@@ -198,7 +193,7 @@ def _first_traced(
                     failure = exc
     except Exception as exc:
         failure = exc
-    reason = " ".join(str(failure).split())[:300]
+    reason = one_line(failure)
     raise guarded.NotCaptured(f"{type(failure).__name__}: {reason}")
 
 

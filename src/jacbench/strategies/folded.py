@@ -9,6 +9,7 @@ where f's backward pass cannot itself be differentiated (``forward_ad``)."""
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Callable
 from dataclasses import dataclass
 
@@ -64,26 +65,38 @@ def value_and_jacobian(
     """(f(x), J(x)) of the problem's point(s) in one pass: by jacfwd (``forward_ad``
     "always"), else by reverse mode twice, by blocks of x where f reads it in slices (and
     the graph is compiled, and large enough)."""
-    return transforms(problem, forward_ad, compile)(problem.f)[0]
+    return transforms(problem, forward_ad, compile)(problem.f, (problem.points[0],), 0)[0]
 
 
 def transforms(problem: Problem, forward_ad: str, compile: bool) -> Ways:
-    """``f -> `` the ways to trace (f(x), J(x)), the preferred first, of f (the problem's
-    f, or its graph). Called at every trace: a block's graph of f holds what f read when it
-    was made."""
-    point = problem.points[0]
-    blocks = compile and problem.n_out * problem.n_in >= BLOCKS_MIN_ENTRIES
+    """``(f, inputs, k) ->`` the ways to trace ``(x, *others) -> (f(x), J(x))``, the
+    preferred first, of ``f(*inputs)`` with x its input ``k`` (f's graph as dynamo captured
+    it: the other inputs are the tensors f reads). Blocks are found from the real inputs
+    here, before any trace; the ways themselves are traced."""
+    blocks = compile and problem.n_out * problem.n_in >= BLOCKS_MIN_ENTRIES and problem.batch == 1
 
-    def ways(f: Callable) -> list[Callable]:
+    def ways(f: Callable, inputs: tuple[torch.Tensor, ...], k: int) -> list[Callable]:
+        def of(way: Callable[[Callable], Callable]) -> Callable:
+            def fn(v: torch.Tensor, *others: torch.Tensor) -> object:
+                def f_v(u: torch.Tensor) -> object:
+                    return f(*others[:k], u, *others[k:])
+
+                return per_point(problem, way(f_v))(v)
+
+            return fn
+
         out = []
         if forward_ad != "always":
-            by_slices = by_blocks(f, point, by_reverse_twice) if blocks else None
-            out.append(by_slices or by_reverse_twice(f))
+            by_slices = by_blocks(f, inputs, k, by_reverse_twice) if blocks else None
+            out.append(by_slices or of(by_reverse_twice))
         if forward_ad != "never":
-            out.append(func.value_and_jacobian(torch.func.jacfwd, f))
-        return [per_point(problem, way) for way in out]
+            out.append(of(jacfwd_both))
+        return out
 
     return ways
+
+
+jacfwd_both = functools.partial(func.value_and_jacobian, torch.func.jacfwd)
 
 
 def by_reverse_twice(f: Callable) -> Callable:
@@ -112,9 +125,11 @@ def jacfwd_folded(problem: Problem, opts: FoldedOptions):
 
 def build(problem: Problem, opts: FoldedOptions) -> Declared:
     """``jacfwd_folded``'s Jacobian."""
+    way = by_reverse_twice if opts.forward_ad != "always" else jacfwd_both
     both = retraced(
         problem,
         transforms(problem, opts.forward_ad, opts.compile),
+        per_point(problem, way(problem.f)),  # f as it is, where its graph gives way
         opts.compile,
         opts.mode,
         opts.on_retrace_storm,

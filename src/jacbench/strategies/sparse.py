@@ -1,15 +1,11 @@
 """Sparse Jacobians: a pattern, a colouring, and one pass per colour instead of per input.
 
-``sparse_jacfwd`` colours the columns (inputs that share no output) and runs one vmapped JVP
-per colour; ``sparse_jacrev`` colours the rows and runs one VJP per colour; ``sparse_fd`` uses
-the column colouring for forward differences (Curtis-Powell-Reid). Each nonzero is then read
-back from the compressed product. The pattern is declared (a model's ``jacobian_sparsity()``,
-or ``pattern=`` a matrix or index pairs), else proved by tracing the program, else dense
-(``jacbench.core.sparsity.find``): a sparse Jacobian is exact at every point of the prepared
-shape, never right at the traced point only. Every pattern is checked against a directional
-derivative at preparation. Detection, colouring and the check happen in ``prepare``; the
-colours, their lower bound, the density and where the pattern came from are declared in
-``prep.info``.
+``sparse_jacfwd`` colours the columns and runs one vmapped JVP per colour, ``sparse_jacrev``
+the rows (one VJP each), ``sparse_fd`` forward differences along the column colours; each
+nonzero is read back from the compressed product. The pattern is declared, else proved by
+tracing, else dense (``jacbench.core.sparsity.find``), and checked against a directional
+derivative in ``prepare``; ``prep.info`` declares the colours, their bound, the density and
+where the pattern came from.
 """
 
 from __future__ import annotations
