@@ -55,14 +55,14 @@ def test_the_callers_forward_ad_works_beside_every_call_and_move():
 
 EXIT = textwrap.dedent(
     """
-    import torch, jacbench
+    import sys, torch, jacbench
     torch.manual_seed(0)
     net = torch.nn.Sequential(torch.nn.Linear(3, 10), torch.nn.Tanh(), torch.nn.Linear(10, 4))
     samples, targets = torch.randn(144, 3), torch.randn(144, 4)
     params = jacbench.FlatParams(net)
     residuals = lambda theta: (params.call(theta, samples) - targets).reshape(-1)
     theta = params.vector().detach()
-    jac = jacbench.prepare(residuals, theta, patience=0.0)
+    jac = jacbench.prepare(residuals, theta, **eval(sys.argv[1]))
     for _ in range(5):
         r, J = jac.value_and_jacobian(theta)
         theta = theta - 1e-3 * (J.T @ r)
@@ -73,16 +73,19 @@ EXIT = textwrap.dedent(
 
 @pytest.mark.slow
 def test_a_script_exits_cleanly_whatever_auto_was_doing():
-    """What a user pastes (the LM loop, its moves at its calls): every run exits 0."""
+    """What a user pastes (the LM loop of docs/library.md): every run exits 0, 20 with the
+    default prepare and two whose calls move auto through every tier to its compiled one."""
+    options = ["{}"] * RUNS + ["{'patience': 0.0}"] * 2
     codes = []
-    for _ in range(0, RUNS, 2):  # two at a time: one per core
+    for k in range(0, len(options), 2):  # two at a time: one per core
         runs = [
-            subprocess.Popen([sys.executable, "-c", EXIT], stdout=subprocess.PIPE, text=True)
-            for _ in range(2)
+            subprocess.Popen([sys.executable, "-c", EXIT, o], stdout=subprocess.PIPE, text=True)
+            for o in options[k : k + 2]
         ]
-        codes += [(run.wait(timeout=120), run.stdout.read()) for run in runs]  # type: ignore[union-attr]
-    assert [code for code, _ in codes] == [0] * RUNS, codes
+        codes += [(run.wait(timeout=300), run.stdout.read()) for run in runs]  # type: ignore[union-attr]
+    assert [code for code, _ in codes] == [0] * len(options), codes
     assert all(out.startswith("done") for _, out in codes)
+    assert codes[-1][1].split() == ["done", "compiled"]
 
 
 def test_a_fork_while_another_thread_holds_the_lock_prepares_in_the_child():

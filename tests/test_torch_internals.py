@@ -49,7 +49,7 @@ def test_fake_tensors_of_real_ones_and_real_constants_mixed():
 def test_inductor_compiles_an_aten_graph_without_dynamo():
     x = torch.randn(3, dtype=torch.float64)
     graph = torch_internals.aten_graph(torch.func.jacfwd(torch.sin), x)
-    compiled = torch_internals.inductor_compile(graph, x, {})
+    compiled = torch_internals.inductor_compile(graph, [x], {})
     torch.testing.assert_close(compiled(x), torch.diag(torch.cos(x)))
 
 

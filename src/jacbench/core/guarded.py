@@ -84,6 +84,8 @@ class Guarded:
             self._hooks, self._compiled = hooks, self._captured()
         try:
             self._compiled(call.point)  # a capture's own warnings are silenced where it builds
+        except NotCaptured:
+            raise
         except Exception as exc:
             if call.storm is not None:
                 raise call.storm from None
@@ -115,24 +117,35 @@ class Guarded:
 
         if len(_outputs(gm)) != 1:
             raise NotCaptured("f's graph has outputs besides f's value (it changes state)")
-        try:
-            run = self.make(f_of, tuple(inputs), k, call.x)
-        except NotCaptured:
-            raise
-        except Exception as exc:  # said as it is, not as dynamo's wrapper of it
-            reason = one_line(exc)
-            raise NotCaptured(f"{type(exc).__name__}: {reason}") from exc
-        self.captures += 1
-        self.trace_s, self.since_s = time.perf_counter() - start, 0.0
+        built: list[Callable[..., Any]] = []
+        failed: list[NotCaptured] = []
 
         def jacobian_instead(*args: torch.Tensor) -> tuple[torch.Tensor]:
+            if failed:
+                raise failed[0]
+            if not built:  # built at its first run, outside dynamo's tracing context
+                try:
+                    built.append(self._made(f_of, list(args), k, call.x))
+                except NotCaptured as exc:
+                    failed.append(exc)
+                    raise
+                self.captures += 1
+                self.trace_s, self.since_s = time.perf_counter() - start, 0.0
             begin = time.perf_counter()
-            value, jac = run(call.x, *args[:k], *args[k + 1 :])
+            value, jac = built[0](call.x, *args[:k], *args[k + 1 :])
             self.since_s += time.perf_counter() - begin
             call.out = (value, jac)
             return (value,)  # f's return value, read by no one: the call returns call.out
 
         return jacobian_instead
+
+    def _made(self, f_of: Callable, inputs: list[Any], k: int, x: torch.Tensor) -> Callable:
+        try:
+            return self.make(f_of, tuple(inputs), k, x)
+        except NotCaptured:
+            raise
+        except Exception as exc:  # said as it is
+            raise NotCaptured(f"{type(exc).__name__}: {one_line(exc)}") from exc
 
     def _again(self) -> None:
         """A capture after the first: a storm raises or warns (``storm``)."""

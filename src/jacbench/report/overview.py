@@ -25,13 +25,13 @@ from jacbench.timing.rule import cpu_basis, interval_of
 # first: MLflow's table viewer showed time and err_eps off-screen when they came last.
 TABLE_COLUMNS = [
     "strategy",
-    "model",
-    "dtype",
     "time_median_ms",
     "time_ci_low_ms",  # the 95% interval of the median that every verdict compares
     "time_ci_high_ms",
     "err_eps",
     "within_tol",
+    "model",
+    "dtype",
     "status",
     "n_in",
     "n_out",

@@ -12,10 +12,10 @@ from typing import Any
 
 import torch
 
-from jacbench.core import guarded, torch_internals
+from jacbench.core import fold, guarded, torch_internals
 from jacbench.core.cache import cache_folder
 from jacbench.core.errors import one_line
-from jacbench.core.fold import ValueDependent, fold, optimised, traced, transpose_narrow
+from jacbench.core.fold import ValueDependent, optimised, traced, transpose_narrow
 from jacbench.core.guarded import own_entry
 from jacbench.core.hoist import hoist
 from jacbench.core.prepared import TORCH_STATE
@@ -89,10 +89,8 @@ def compile_graph(
     (torch 2.13's standalone compile of jacfwd's transformer graph: "copy_() on an invalid
     python storage"), compiled the plain way. A failure is a skip."""
     options = {} if mode == "default" else {"max_autotune": mode == "max-autotune"}
-    # the plain way fails on a 0-dim input (a closure's scalar tensor) in torch 2.13
-    # ("TensorifyScalarRestartAnalysis"), where the cached way compiles: tried second
-    ways = [True, False] if cache_folder("inductor") is not None else [False, True]
-    for attempt, cache in enumerate(ways):
+    ways = [True, False] if cache_folder("inductor") is not None else [False]
+    for cache in ways:
         try:
             with warnings.catch_warnings(), autograd_state_kept():
                 warnings.simplefilter("ignore")  # inductor's own deprecations and notes
@@ -100,7 +98,7 @@ def compile_graph(
                 compiled(*inputs)
             break
         except Exception as exc:
-            if attempt + 1 < len(ways):
+            if cache:
                 continue
             reason = one_line(exc)
             raise StrategySkip(f"inductor failed here: {type(exc).__name__}: {reason}") from exc
@@ -148,28 +146,28 @@ def retraced(
         return compile_graph(graph, (x, *others), mode)
 
     traced = guarded.Guarded(f, point, make, storm)
-    state = {"warned": False}
+    state = {"untraced": False}
 
     def both(x: torch.Tensor) -> Any:
-        try:
-            return traced(x)
-        except guarded.NotCaptured as exc:
-            if traced.captures == 0:  # never captured: this form cannot be built
-                raise StrategySkip(
-                    f"cannot trace f into one graph ({exc}): f reads a number from a tensor, "
-                    "branches on a value or calls what torch.compile cannot trace; an eager "
-                    "strategy (jacfwd, jacrev) computes its Jacobian"
-                ) from None
-            if not state["warned"]:
-                state["warned"] = True
+        if not state["untraced"]:
+            try:
+                return traced(x)
+            except guarded.NotCaptured as exc:
+                if traced.captures == 0:  # never captured: this form cannot be built
+                    raise StrategySkip(
+                        f"cannot trace f into one graph ({exc}): f reads a number from a "
+                        "tensor, branches on a value or calls what torch.compile cannot "
+                        "trace; an eager strategy (jacfwd, jacrev) computes its Jacobian"
+                    ) from None
+                state["untraced"] = True
                 warnings.warn(
                     f"the Jacobian's graph could not be traced again ({exc}): this call and "
                     "the next are answered untraced",
                     RuntimeWarning,
                     stacklevel=3,
                 )
-            with torch.enable_grad():
-                return untraced(x)
+        with torch.enable_grad():
+            return untraced(x)
 
     with TORCH_STATE:
         both(problem.x)  # captured now: a function that cannot be is a skip here
@@ -198,7 +196,7 @@ def _first_traced(
 
 
 def _folded(graph: torch.fx.GraphModule, inputs: tuple[torch.Tensor, ...]) -> None:
-    fold(graph)
+    fold.fold(graph)
 
 
 def _hoisted(graph: torch.fx.GraphModule, inputs: tuple[torch.Tensor, ...]) -> None:
