@@ -28,12 +28,15 @@ def _first_jobs_key() -> str:
 
 
 @contextlib.contextmanager
-def fifo_opened_for_writing(fifo: Path) -> Iterator[None]:
-    """While the body runs, open ``fifo`` for writing whenever a reader waits on it: a reader
-    blocked in ``open`` (the fault under test) is let go instead of hanging the test run."""
+def fifo_opened_for_writing(fifo: Path, after_s: float = 0.0) -> Iterator[None]:
+    """While the body runs (from ``after_s`` on), open ``fifo`` for writing whenever a reader
+    waits on it: a reader blocked in ``open`` (the fault under test) is let go instead of
+    hanging the test run."""
     stop = threading.Event()
 
     def unblock() -> None:
+        if stop.wait(after_s):
+            return
         while not stop.wait(0.2):
             try:
                 os.close(os.open(fifo, os.O_WRONLY | os.O_NONBLOCK))
@@ -114,25 +117,6 @@ def _blocked_in_open() -> bool:
     return False
 
 
-@contextlib.contextmanager
-def _unblocked_after(fifo: Path, delay_s: float) -> Iterator[None]:
-    """``fifo_opened_for_writing`` from ``delay_s`` on: a sweep blocked on it is let go late."""
-    stop = threading.Event()
-
-    def later() -> None:
-        if not stop.wait(delay_s):
-            with fifo_opened_for_writing(fifo):
-                stop.wait()
-
-    thread = threading.Thread(target=later, daemon=True)
-    thread.start()
-    try:
-        yield
-    finally:
-        stop.set()
-        thread.join()
-
-
 @pytest.mark.slow
 def test_sigterm_while_a_planted_claim_is_met_ends_the_sweep(launch, tmp_path):
     """SIGTERM (``timeout``, SLURM, systemd) sent as the sweep meets a FIFO planted at its job's
@@ -152,7 +136,7 @@ def test_sigterm_while_a_planted_claim_is_met_ends_the_sweep(launch, tmp_path):
     watcher = threading.Thread(target=terminate_when_met, daemon=True)
     watcher.start()
     try:
-        with _unblocked_after(fifo, 30.0):
+        with fifo_opened_for_writing(fifo, after_s=30.0):
             code, lines, printed = launch("-m", *SWEPT)
     finally:
         done.set()
