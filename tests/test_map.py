@@ -216,10 +216,12 @@ def test_the_map_answer_draws_each_familys_winners_and_says_where_auto_and_the_r
 
     text = answer(map_rows())
     assert text.startswith("map: the fastest Jacobian strategy per cell of inputs N x outputs M")
-    dense = text.split("map_dense float32 cpu: the settled winner (a/b: tied)\n", 1)[1]
+    dense = text.split(
+        "map_dense float32 cpu: the settled winner, or the two leaders (why none settled)\n", 1
+    )[1]
     top, bottom = dense.splitlines()[1:3]  # M=64 first (largest M on top), then M=4
     assert top.split() == ["M=64", "JF", "JR"]
-    assert bottom.split() == ["M=4", "JF/JR", "JF"]
+    assert bottom.split() == ["M=4", "JF/JR", "(tied)", "JF"]  # unsettled, with its reason
     assert "codes: JF = jacfwd, JR = jacrev" in text
     assert "picks the slower mode in 4 cell(s)" in text
 

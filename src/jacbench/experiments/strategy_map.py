@@ -27,11 +27,14 @@ def _winners(cells: list[grid.Cell]) -> list[str]:
         def text(c: grid.Cell | None) -> str:
             if c is None:
                 return "."
-            return short(c.winner) if c.winner else "/".join(map(short, c.tied)) or "-"
+            if c.winner:
+                return short(c.winner)
+            tied = "/".join(map(short, c.tied)) or "-"
+            return f"{tied} ({c.winner_why})" if c.winner_why else tied
 
         lines = [[f"M={y:g}", *(text(at.get((x, y))) for x in xs)] for y in ys]
         out += [
-            f"{family}: the settled winner (a/b: tied)",
+            f"{family}: the settled winner, or the two leaders (why none settled)",
             table(["", *(f"N={x:g}" for x in xs)], lines),
             "",
         ]
