@@ -77,15 +77,6 @@ class Tiered:
     def chosen_strategy(self) -> str:
         return self.current.strategy
 
-    @property
-    def building(self) -> bool:
-        """Whether a tier is being built behind the caller's calls: never."""
-        return False
-
-    def join(self, timeout: float | None = None) -> bool:
-        """Wait for a build behind the caller's calls: there is none (True at once)."""
-        return True
-
     def jac(self, x: torch.Tensor) -> Any:
         return self._answer(x, both=False)
 
@@ -116,16 +107,11 @@ class Tiered:
             if not self.stages:
                 return
             stage, self.spent_s = self.stages.pop(0), 0.0
-            try:
-                built = stage.build()
-            except StrategySkip as exc:
-                self.stages, self.why = [], f"{stage.tier}: {exc}"
-                return
-            except Exception as exc:
-                raise_if_interrupt(exc)
-                self._refuse(stage.tier, "", f"it failed to build: {_one_line(exc)}")
-                return
-            self._checked(stage, built)
+            built = self._build(stage)
+            if built is None:
+                self.stages = []
+            else:
+                self._checked(stage, built)
         finally:
             self._lock.release()
 
@@ -146,18 +132,22 @@ class Tiered:
         with self._lock:
             while self.stages:
                 stage = self.stages.pop()
-                try:
-                    built = stage.build()
-                except StrategySkip as exc:
-                    self.why = f"{stage.tier}: {exc}"
-                    continue
-                except Exception as exc:
-                    raise_if_interrupt(exc)
+                built = self._build(stage)
+                if built is not None:
                     self.stages = []
-                    self._refuse(stage.tier, "", f"it failed to build: {_one_line(exc)}")
-                    return
-                self.stages = []
-                self._checked(stage, built)
+                    self._checked(stage, built)
+
+    def _build(self, stage: Stage) -> Prepared | None:
+        """``stage`` built; None where it cannot be built here (``why`` says why) or failed
+        to build (refused, no later tier tried)."""
+        try:
+            return stage.build()
+        except StrategySkip as exc:
+            self.why = f"{stage.tier}: {exc}"
+        except Exception as exc:
+            raise_if_interrupt(exc)
+            self._refuse(stage.tier, "", f"it failed to build: {_one_line(exc)}")
+        return None
 
     def _checked(self, stage: Stage, built: Prepared) -> None:
         try:
