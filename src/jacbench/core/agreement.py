@@ -108,9 +108,8 @@ def _compared(
     if not bool(torch.isfinite(got).all()) and bool(torch.isfinite(expected).all()):
         return "its Jacobian has NaN or infinite entries where f's own derivative has none"
     eps = torch.finfo(dtype).eps
-    # an entry found by cancellation (hand tracking's d/du = seen0 - seen2, ~1e-3 from
-    # terms ~1) carries the rounding of its terms, not of itself: each point's RMS entry
-    # is a floor (else a right compiled tier of hand tracking c=800 was refused, 1.5e-15 off)
+    # an entry found by cancellation (a difference of terms far larger than itself) carries
+    # the rounding of its terms, not of itself: each point's RMS entry is a floor
     floor = expected.norm(dim=-1, keepdim=True) / max(expected.shape[-1], 1) ** 0.5
     tolerance = ROUNDING_UNITS * eps * (scale.to(got.device) + expected.abs() + floor)
     excess = ((got - expected).abs() - tolerance).nan_to_num(0.0)

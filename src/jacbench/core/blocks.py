@@ -2,12 +2,10 @@
 
 A Jacobian w.r.t. a flat parameter vector (``jacbench.FlatParams``, a least-squares fit's
 theta) is the common case: f splits x into its tensors first. Forward mode over all N
-tangents at once carries every tangent through every layer, also where it is zero: on
-seed004 the tangents of the output layer's 44 parameters go through the hidden layer as
-zeros, 52% of the tangent arithmetic there. By blocks, each slice's tangents start where
-that slice is read, so they go only through what depends on it (on seed004 the compiled
-Jacobian took 0.64x the time; the folded eager one 0.75x): the Jacobian's columns of one
-slice at a time, from f's graph with the slices as its inputs.
+tangents at once carries every tangent through every layer, also where it is zero (an
+output layer's parameters' tangents through the hidden layers). By blocks, each slice's
+tangents start where that slice is read, so they go only through what depends on it: the
+Jacobian's columns of one slice at a time, from f's graph with the slices as its inputs.
 """
 
 from __future__ import annotations

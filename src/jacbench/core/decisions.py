@@ -59,9 +59,7 @@ DECIDING = ("api.py", "core", "strategies")  # the code that prepares, calibrate
 @functools.cache
 def library_digest() -> str:
     """The library's code, in a decision's key: a decision made by other calibration code is
-    not one this code would make. The version alone did not change between commits, and a
-    development tree's map reused decisions calibrated by code since fixed (auto 1.42-2.58x
-    the best strategy in three of the map's cells)."""
+    not one this code would make (the version alone does not change between commits)."""
     return digest_of(files_under(LIBRARY, DECIDING))
 
 

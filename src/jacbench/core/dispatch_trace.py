@@ -120,8 +120,7 @@ class _Traced(torch.Tensor):
 class _Intercept(DispatchMode):
     """Sends each operation on a recorded value to its recording; the others just run.
     Through a mode, not the wrapper type alone: torch looks a wrapper type's operations up
-    among DTensor's first, importing torch.distributed.tensor and sympy (~0.4 CPU-s) on
-    the first one, which a mode's operations skip."""
+    among DTensor's first, importing torch.distributed.tensor and sympy."""
 
     def __torch_dispatch__(self, func: Any, types: Any, args: Any = (), kwargs: Any = None) -> Any:
         kwargs = kwargs or {}

@@ -2,13 +2,13 @@
 
 ``torch.func.jacfwd`` is ``vmap`` over N Jacobian-vector products. Through a linear layer
 ``x @ W`` vmap's batching rule emits ``bmm`` with one operand broadcast over the N tangents
-(stride 0): on seed004 ``(84,144,3) x (84,3,10)``, 338 us, where the same arithmetic as one
-``mm (144,3) x (3,840)`` takes 65 us (issue 33). ``fold`` rewrites every such ``bmm`` of an
-aten graph into one ``mm`` with the tangent batch folded into the other operand's rows or
-columns. ``traced`` first traces f alone with fake tensors (shapes, no values): Python
-branching on values, or ``.item()``, fails there, so such a function is refused, never traced
-down one branch. The Jacobian's own graph is then traced on real tensors (torch 2.13's fake
-tensors fail inside forward AD: "InferenceMode::is_enabled() && self.is_inference()").
+(stride 0), several times slower than the same arithmetic as one ``mm``. ``fold`` rewrites
+every such ``bmm`` of an aten graph into one ``mm`` with the tangent batch folded into the
+other operand's rows or columns. ``traced`` first traces f alone with fake tensors (shapes,
+no values): Python branching on values, or ``.item()``, fails there, so such a function is
+refused, never traced down one branch. The Jacobian's own graph is then traced on real
+tensors (torch 2.13's fake tensors fail inside forward AD: "InferenceMode::is_enabled() &&
+self.is_inference()").
 """
 
 from __future__ import annotations
@@ -23,9 +23,8 @@ from torch import fx
 from jacbench.core import torch_internals
 
 aten = torch.ops.aten
-# On CPU a product (M, k) x (k, n) with n <= 8 columns runs 2.5-10x slower than its
-# transpose (n, k) x (k, M) in MKL/OpenBLAS (scripts/narrow_products.py). Not measured on
-# GPUs, so only done on CPU.
+# On CPU a product (M, k) x (k, n) with n <= 8 columns runs slower than its transpose
+# (n, k) x (k, M) in MKL/OpenBLAS (scripts/narrow_products.py); on CPU only.
 NARROW = 8
 MIN_ELEMENTS = 4096
 
@@ -127,8 +126,8 @@ def fold(gm: fx.GraphModule) -> int:
 
 
 def _narrow(a: torch.Tensor | None, out: torch.Tensor | None) -> bool:
-    """Whether ``out = a @ b`` is narrow and large enough to pay for the copy back (on
-    seed004's small variant, 825 x 2 rows: 1.08-1.10x slower) and ``a`` is not a broadcast."""
+    """Whether ``out = a @ b`` is narrow and large enough to pay for the copy back, and
+    ``a`` is not a broadcast."""
     if a is None or out is None or 0 in a.stride():
         return False
     rows, columns = out.shape
@@ -139,9 +138,7 @@ def transpose_narrow(gm: fx.GraphModule, inputs: tuple[torch.Tensor, ...]) -> in
     """Rewrite, in place, each CPU product ``a @ b`` with at most ``NARROW`` columns and
     more rows as ``(b.T @ a.T).T`` (BLAS reads the transposes as they lie) and the narrow
     result copied back into the layout the graph's later views expect; returns how many.
-    On seed004 vmap makes the output layer's tangents one (12096, 10) x (10, 4) product:
-    the compiled call 0.67-0.80x. Run eagerly it measured 0.98-1.02x, so this is for graphs
-    that go to the compiler."""
+    For graphs that go to the compiler: run eagerly it gains nothing."""
     if inputs[0].device.type != "cpu":
         return 0
     if not propagated(gm, inputs):  # an op without a fake kernel: no shapes to judge by

@@ -1,10 +1,10 @@
 """Seconds per call of several callables, timed in interleaved rounds by CPU time.
 
 auto's calibration and the per-call benchmarks use it. Timed by wall clock one after the
-other, a loaded machine once made auto choose grads_batched at 28x JAX's time (issue 33):
-interleaving spreads the load's changes over all candidates, and CPU time on one thread does
-not grow when another process takes the core. torch.utils.benchmark times by wall clock only
-and one statement at a time, hence this.
+other, a change of the machine's load lands on one candidate only: interleaving spreads it
+over all candidates, and CPU time on one thread does not grow when another process takes
+the core. torch.utils.benchmark times by wall clock only and one statement at a time, hence
+this.
 """
 
 from __future__ import annotations
@@ -32,11 +32,8 @@ def seconds_per_call(
 ) -> list[float]:
     """Each callable's median time per call over ``rounds`` interleaved rounds, spending
     about ``budget`` seconds on each. The first half of each block runs untimed: a callable's
-    first calls after another's are slower while it refills the caches the other used
-    (``jacrev`` on the map's banded float64 N=1024 M=64 after ``functional``: 0.85, 1.18,
-    0.92, 0.51, 0.47 ms, then 0.29-0.30 ms), and blocks timed whole made a ~0.3 ms call look
-    0.51-0.54 ms beside ``grads_batched``'s 0.45, which auto then chose (0.41 ms a call back
-    to back, 1.42x jacrev's)."""
+    first calls after another's are slower while it refills the caches the other used, and
+    blocks timed whole would rank a callable by its neighbour's footprint."""
     clock, per_block = calibration_clock(), budget / rounds
     sizes = []
     for call in calls:  # calls per block, from one warm call

@@ -11,8 +11,7 @@ from pathlib import Path
 @functools.cache
 def cpu_model() -> str:
     """The processor's name (/proc/cpuinfo on Linux). Not ``platform.processor()``: on Linux
-    it runs ``uname -p`` in a subprocess (2 ms of a first ``prepare``) and names only the
-    architecture."""
+    it runs ``uname -p`` in a subprocess and names only the architecture."""
     try:
         for line in Path("/proc/cpuinfo").read_text().splitlines():
             if line.startswith("model name"):

@@ -90,9 +90,8 @@ def _broadcast(dep: Dep, shape: tuple[int, ...]) -> sp.csr_array:
 
 
 def _keep_rows(rows: sp.csr_array, keep: np.ndarray) -> sp.csr_array:
-    """``rows`` where ``keep``, empty rows elsewhere. In int8 (one product per entry): a
-    boolean product is refused by scipy 1.17 ("can't get common type"), which made every
-    constant zero factor or constant ``where`` condition give up on the pattern."""
+    """``rows`` where ``keep``, empty rows elsewhere; in int8, as scipy refuses a boolean
+    product ("can't get common type")."""
     picked = sp.diags_array(keep.astype(np.int8), dtype=np.int8) @ sp.csr_array(rows, dtype=np.int8)
     return sp.csr_array(picked != 0)
 
@@ -101,7 +100,7 @@ def _union(parts: list[sp.csr_array], numel: int, n: int) -> sp.csr_array:
     if not parts:
         return sp.csr_array((numel, n), dtype=bool)
     total = sp.csr_array(parts[0], dtype=bool)
-    for part in parts[1:]:  # boolean sums are unions (1.7x faster than counting in int32)
+    for part in parts[1:]:  # boolean sums are unions
         total = total + sp.csr_array(part, dtype=bool)
     return total
 
@@ -216,9 +215,7 @@ class Propagation:
         its values never depend on the operand's. Those set by value (zeros, ones, full) are
         evaluated as constants, so that later rules see their zeros (the 0 and 1 entries of a
         rotation matrix built with ``stack``); the others (empty, random) depend on no input
-        but their values are unknown. Before, both were masks: ``stack`` and ``cat`` then
-        made every element of their result depend on every input of the others (hand
-        tracking: all 26 pose parameters in every row, where 8 colours suffice)."""
+        but their values are unknown."""
         value = _val(node)
         if not isinstance(value, torch.Tensor):
             return self._no_derivative(node)

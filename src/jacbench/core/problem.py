@@ -180,7 +180,7 @@ def make_problem(
     ``inp`` carries a leading batch dimension when ``batch`` > 1. The module is used as it is
     (its mode and requires_grad flags are left alone). ``vectorize``: many input points of a
     module that does not accept a batch go through ``torch.func.vmap`` where it can (the
-    library's plain functions), not a loop; the runner keeps the loop it has always measured.
+    library's plain functions), not a loop (the runner's default).
     ``output``: f at ``inp``, already checked (the library's ``prepare``): f is then not
     evaluated here. ``copy_input``: f writes into its input, so each call gets a copy.
     """

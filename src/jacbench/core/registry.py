@@ -24,9 +24,8 @@ GROUP = "jacbench.strategies"
 
 
 def _packages(eps: list[EntryPoint]) -> list[str]:
-    """Each entry point's package name. A distribution's name parses its metadata file at
-    each read (3 of a fresh process's 50 ms to a first Jacobian, for 22 entry points of one
-    package): read once a distribution."""
+    """Each entry point's package name, read once a distribution (a distribution's name
+    parses its metadata file at each read)."""
     names: dict[int, str] = {}
     packages = []
     for ep in eps:
@@ -43,8 +42,7 @@ def _packages(eps: list[EntryPoint]) -> list[str]:
 class Registry:
     """The strategies by name. An entry point is loaded (its module imported) at its name's
     first use: ``prepare(f, x)`` imports auto's module and what it needs, not every
-    strategy's (13 of a fresh process's 38 ms to a first Jacobian on seed004, with auto's
-    own imports made at first use). ``strategies`` and ``broken`` load them all."""
+    strategy's. ``strategies`` and ``broken`` load them all."""
 
     def __init__(
         self,

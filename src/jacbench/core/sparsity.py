@@ -83,7 +83,7 @@ def from_tensor(mask: torch.Tensor, shape: tuple[int, int]) -> Pattern:
         )
     if mask.layout != torch.strided:
         coo = mask.to_sparse_coo()
-        coo = coo if coo.is_coalesced() else coo.coalesce()  # ba1's 1.4e6: 0.34 CPU-s
+        coo = coo if coo.is_coalesced() else coo.coalesce()  # dear on many entries
         keep = coo.values() != 0
         rows, cols = coo.indices()[:, keep]
     else:
@@ -102,7 +102,7 @@ def from_pairs(pattern: Any, shape: tuple[int, int]) -> Pattern:
         return from_tensor(pattern, shape)
     if isinstance(pattern, np.ndarray) and pattern.shape == shape:
         return from_tensor(torch.from_numpy(pattern), shape)
-    import scipy.sparse as sp  # scipy (~0.2 s): only where a pattern is given or coloured
+    import scipy.sparse as sp  # only where a pattern is given or coloured
 
     if sp.issparse(pattern):
         coo = sp.coo_array(pattern)
@@ -191,12 +191,10 @@ def covering(
     """``pattern`` (declared or probed) tightened by the pattern tracing proves, and how many
     of its entries that dropped. Tracing proves a superset of every entry that can be
     nonzero, so an entry outside it is zero at every point: dropping it never loses one, and
-    each colour saved is a pass saved at every call (hand tracking's pattern from its bone
-    weights needs 10 colours, the traced one 8). Where the pattern covers the traced one the
-    result is the traced pattern, ``proved`` (it holds at every point); otherwise it is not,
-    and ``verify`` checks it at random points. Tracing is the cheaper check where a call is
-    dear: ~0.2-0.5 CPU-s on ADBench's ba1, where four eager calls at random points and their
-    checks took ~2.5-4."""
+    each colour saved is a pass saved at every call. Where the pattern covers the traced one
+    the result is the traced pattern, ``proved`` (it holds at every point); otherwise it is
+    not, and ``verify`` checks it at random points. Tracing is the cheaper check where a call
+    is dear."""
     from jacbench.core.pattern_trace import Unprovable, traced_pattern
 
     try:
@@ -212,8 +210,8 @@ def covering(
 
 
 def _members(keys: np.ndarray, sorted_set: np.ndarray) -> np.ndarray:
-    """``np.isin(keys, sorted_set)`` by binary search: on ba1's 1.4e6 entries ``isin``
-    hashed for 1.2 CPU-s, a third of the first call."""
+    """``np.isin(keys, sorted_set)`` by binary search, where ``isin`` hashes (slow on many
+    entries)."""
     if not sorted_set.size:
         return np.zeros(keys.shape, dtype=bool)
     at = np.searchsorted(sorted_set, keys).clip(max=sorted_set.size - 1)
@@ -240,8 +238,8 @@ def verify(
     wrong place or drops it, which a random direction shows. ``allowed``: the relative
     mismatch tolerated (default: rounding; a finite difference passes its own tolerance).
     An exact Jacobian is compared with reverse-mode products first (plain autograd: nothing
-    of torch's compiler imported, where torch.func's JVPs import torch._dynamo, ~0.8 CPU-s of
-    a fresh process's first sparse Jacobian). Raises ``ValueError`` saying so."""
+    of torch's compiler imported, where torch.func's JVPs import torch._dynamo). Raises
+    ``ValueError`` saying so."""
     from jacbench.core.directional import mismatch
 
     n_random = 0 if pattern.proved else RANDOM_POINTS

@@ -169,7 +169,7 @@ def _dispatch_mode() -> type:
 
     class DispatchMode(TorchDispatchMode):
         """A ``TorchDispatchMode`` whose handler torch does not wrap to keep torch.compile
-        out of it: that wrapper imports torch._dynamo on its first call (~0.8 CPU-s)."""
+        out of it: that wrapper imports torch._dynamo on its first call."""
 
         @classmethod
         def _should_skip_dynamo(cls) -> bool:

@@ -64,10 +64,8 @@ def _or_zeros(grad: torch.Tensor | None, like: torch.Tensor) -> torch.Tensor:
 @dataclass
 class AutogradLoopOptions:
     # every row in one forward and one backward pass over M copies of x (f under
-    # torch.func.vmap, in chunks): neither sympy nor torch's compiler is imported (an MLP
-    # 512 -> 16: 0.22 ms a call against 0.56 a row at a time). Where f cannot be vmapped,
-    # its copies disagree with a plain backward pass, or they are slower than the loop (timed
-    # in turns over the first calls: CopiesOrPlain), a row at a time.
+    # torch.func.vmap, in chunks), importing neither sympy nor torch's compiler; a row at a
+    # time where f cannot be vmapped, or its copies disagree or are slower (CopiesOrPlain)
     copies: bool = False
 
 
@@ -97,14 +95,12 @@ def with_value(both: Callable) -> Declared:
 
 @dataclass
 class DoubleBackwardOptions:
-    # the second pass for all columns at once (autograd's is_grads_batched: its shape check
-    # of the batched gradients imports sympy, 0.26 CPU-s once a process), else one a column
+    # the second pass for all columns at once (autograd's is_grads_batched, which imports
+    # sympy), else one a column
     batched: bool = False
     # every column in one forward and two backward passes over N copies of x (f under
-    # torch.func.vmap, in chunks): neither sympy nor torch's compiler is imported (seed004
-    # float64: 2.5 ms a call against 7.4 one column at a time). Where f cannot be vmapped,
-    # its copies disagree with a plain backward pass, or they are slower (timed in turns over
-    # the first calls: CopiesOrPlain), one column at a time.
+    # torch.func.vmap, in chunks), importing neither sympy nor torch's compiler; a column at
+    # a time where f cannot be vmapped, or its copies disagree or are slower (CopiesOrPlain)
     copies: bool = False
 
     def __post_init__(self) -> None:
@@ -210,7 +206,7 @@ Both = Callable[[torch.Tensor], tuple[torch.Tensor, torch.Tensor]]
 
 
 # The copies' choice: timed calls of each way at most, and the ratio of their best times
-# beyond which one is clearly faster after a single timed call each (seed004: 0.3)
+# beyond which one is clearly faster after a single timed call each
 COPIES_SAMPLES, COPIES_CLEAR = 3, 2.0
 
 

@@ -70,17 +70,14 @@ class PatternOptions:
 
 @dataclass
 class SparseOptions(PatternOptions):
-    # torch.compile the compressed passes and the read-back (in prepare): on burgers n=4096
-    # it takes them from ~2.7 ms to ~0.26 ms, eager forward AD being dispatch-bound there
+    # torch.compile the compressed passes (in prepare): eager forward AD is dispatch-bound
     compile: bool = False
     # functorch: one vmapped torch.func pass for all colours (JVPs, or VJPs by rows);
     # autograd: plain torch.autograd, one backward pass per colour (sparse_jacfwd: reverse
-    # mode twice, as double_backward), eager only. It imports nothing of torch's compiler,
-    # where torch.func's first pass imports torch._dynamo (~0.8 CPU-s in a fresh process:
-    # auto's first tier); on bundle adjustment ba1 94 ms a call against 113-146.
-    # autograd_batched: the same, all colours in one batched backward pass (autograd's
-    # is_grads_batched: imports sympy, ~0.27 CPU-s once): where f's operations are small and
-    # dispatch-bound, as hand tracking's (c=800: 4.1 ms against 12.6 one at a time).
+    # mode twice, as double_backward), eager only, importing nothing of torch's compiler
+    # (torch.func's first pass imports torch._dynamo: auto's first tier avoids it);
+    # autograd_batched: the same, all colours in one batched backward pass (imports sympy),
+    # for f whose operations are small and dispatch-bound
     passes: str = "functorch"
 
     def __post_init__(self) -> None:
@@ -151,8 +148,7 @@ class Assembler:
             indices = (cols.cpu().numpy().copy(), self.crow.cpu().numpy().copy())
             parts = (values.detach().cpu().numpy(), *indices)
             return scipy.sparse.csr_array(parts, shape=self.pattern.shape)
-        # one flat index: on hand tracking (9600 x 26) 2.2x faster than placing by (row,
-        # column) pairs, which takes indexing's broadcasting path
+        # one flat index: placing by (row, column) pairs takes indexing's slower broadcasting
         dense = values.new_zeros(p.batch, p.n_out * p.n_in)
         dense.index_copy_(1, self.linear, values.reshape(p.batch, -1))
         return dense.reshape(p.jacobian_shape)
@@ -163,10 +159,8 @@ class Assembler:
         return dense.reshape(self.problem.batch, -1).index_select(1, self.linear)
 
 
-# Reading one entry by its index costs about as much as summing this many (CPU, float64:
-# 2 ns against 0.1): a dense answer is checked on its pattern's entries only where they are
-# fewer than its numbers by this factor (hand tracking c=800: 0.7% of a 31 MB answer; c=3200
-# simple: 34%, where gathering them cost 175 us against a 25 us sum, 15% of a call).
+# Reading one entry by its index costs about as much as summing this many: a dense answer is
+# checked on its pattern's entries only where they are fewer than its numbers by this factor.
 GATHER_COST = 20
 
 
@@ -242,8 +236,7 @@ def _read_back(
 ) -> Callable:
     """The nonzeros, in the pattern's order, from the compressed passes (one row per colour,
     compiled where ``compile``) by a precomputed linear index into them. The gather stays out
-    of the compiled graph: on burgers n=4096 inductor's indirect indexing took the call from
-    0.094 ms (passes alone) to 0.285; the index read-back outside costs 0.04."""
+    of the compiled graph: inductor's indirect indexing costs more than the passes."""
     many = per_point(problem, compressed)
     passes = compile_checked(many, problem.x) if opts.compile else many  # dynamo's guards
     return lambda x: passes(x).flatten(-2).index_select(-1, index)
