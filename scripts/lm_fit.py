@@ -16,6 +16,9 @@ iterations) in a process of its own, so no method pays another's one-time costs:
 - ``jacbench_auto``: ``jacbench.prepare(residuals, theta0)``, the default (tiered) auto;
 - ``jacbench_auto_settled``: the default auto, ``.settled()`` at once (its last tier built
   before the first call: the calls and CPU seconds a user spends to reach it);
+- ``jacbench_auto_patient``: ``patience=1.0`` (calls move auto up its tiers once they have
+  spent what the next tier costs to build); after the fit its calls go on at theta0, up to
+  ``--calls``, to print the calls and CPU seconds at which each tier was reached;
 - ``jacbench_auto_upfront``: ``upfront=True`` (compile and calibrate everything first);
 - ``jacbench_auto_eager``: ``compile=False`` (eager candidates calibrated);
 - peers a user would pick, where installed: ``jax_lm`` (the same LM loop in JAX:
@@ -128,6 +131,7 @@ JACOBIANS: dict[str, Callable[[Callable, torch.Tensor], Jacobian]] = {
     "compiled_jacfwd": lambda r, theta0: torch.compile(torch.func.jacfwd(r)),
     "jacbench_auto": lambda r, theta0: _jacbench().prepare(r, theta0),
     "jacbench_auto_settled": lambda r, theta0: _jacbench().prepare(r, theta0).settled(),
+    "jacbench_auto_patient": lambda r, theta0: _jacbench().prepare(r, theta0, patience=1.0),
     "jacbench_auto_upfront": lambda r, theta0: _jacbench().prepare(r, theta0, upfront=True),
     "jacbench_auto_eager": lambda r, theta0: _jacbench().prepare(r, theta0, compile=False),
 }
@@ -305,7 +309,7 @@ def fit_scipy_lm(net: nn.Module, samples, targets, iterations: int) -> dict:
     }
 
 
-def one(method: str, dtype: torch.dtype, iterations: int) -> dict:
+def one(method: str, dtype: torch.dtype, iterations: int, calls: int) -> dict:
     """Fit by ``method`` in this process; what it cost, with the fit's CPU time both ways:
     ``fit_bare`` counts no framework's import, ``fit_imports`` the method's framework
     imports (torch's for torch methods, torch's and jacbench's for jacbench's, jax's for
@@ -314,7 +318,7 @@ def one(method: str, dtype: torch.dtype, iterations: int) -> dict:
     tick = time.process_time()
     jacbench = _jacbench()  # FlatParams for every method: its import timed apart
     jacbench_import = time.process_time() - tick
-    out = _fit(method, dtype, iterations, jacbench)
+    out = _fit(method, dtype, iterations, jacbench, calls)
     own = out.pop("own_import", 0.0)
     framework = {
         "jax_lm": own,
@@ -326,7 +330,7 @@ def one(method: str, dtype: torch.dtype, iterations: int) -> dict:
     return out
 
 
-def _fit(method: str, dtype: torch.dtype, iterations: int, jacbench) -> dict:
+def _fit(method: str, dtype: torch.dtype, iterations: int, jacbench, calls: int) -> dict:
     net, samples, targets = data(dtype)
     if method == "torch_lm":
         return fit_torch_lm(net, samples, targets, iterations)
@@ -351,20 +355,47 @@ def _fit(method: str, dtype: torch.dtype, iterations: int, jacbench) -> dict:
             "iterations": 0,
             "n_jac": 1,
         }
-    jac = JACOBIANS[method](residuals, theta0)
+    jac = TierClock(JACOBIANS[method](residuals, theta0), start)
     jac(theta0)  # preparation ends with the first Jacobian
     prepare = since(start)
     _, loss, its, n_jac, jac_s = levenberg_marquardt(residuals, jac, theta0, iterations)
-    tier = getattr(getattr(jac, "info", None), "tier", "")
-    return {
+    out = {
         "prepare": prepare,
         "fit": since(start),
         "loss": loss,
         "iterations": its,
         "n_jac": n_jac,
         "per_call": jac_s / n_jac,
-        "tier": tier,
+        "tier": jac.tier(),
     }
+    if method == "jacbench_auto_patient":  # on, past the fit: when each tier is reached
+        while jac.calls < calls and jac.tier() != LAST_TIER:
+            jac(theta0)
+        out["reached"] = jac.reached
+    return out
+
+
+LAST_TIER = "compiled"
+
+
+class TierClock:
+    """A Jacobian that counts its calls and notes (tier, calls, CPU-s since ``start``) at
+    each tier it answers from first: how far a user goes before a tier applies."""
+
+    def __init__(self, jac: Jacobian, start: tuple[float, float]) -> None:
+        self.jac, self.start, self.calls = jac, start, 0
+        self.reached: list[tuple[str, int, float]] = []
+
+    def tier(self) -> str:
+        return getattr(getattr(self.jac, "info", None), "tier", "")
+
+    def __call__(self, theta: torch.Tensor) -> torch.Tensor:
+        out = self.jac(theta)
+        self.calls += 1
+        tier = self.tier()
+        if tier and (not self.reached or self.reached[-1][0] != tier):
+            self.reached.append((tier, self.calls, since(self.start)[0]))
+        return out
 
 
 def in_fresh_process(method: str, dtype: str, args: argparse.Namespace, caches: Path) -> dict:
@@ -383,6 +414,8 @@ def in_fresh_process(method: str, dtype: str, args: argparse.Namespace, caches: 
         dtype,
         "--iterations",
         str(args.iterations),
+        "--calls",
+        str(args.calls),
         "--core",
         str(args.core),
     ]
@@ -496,6 +529,27 @@ def targets(results: dict[tuple[str, str, str], list[dict]], dtype: str) -> list
                 f"call 1: {prep[('jacbench_auto_settled', caches)]:.3f} CPU-s with the first "
                 "call (without it auto stays in its eager tier: it never moves by itself)"
             )
+    lines += time_to_tier(results, dtype)
+    return lines
+
+
+def time_to_tier(results: dict[tuple[str, str, str], list[dict]], dtype: str) -> list[str]:
+    """Where ``patience=1.0`` reached each tier: medians of calls and CPU-s (prepare and the
+    fit's calls included), cold and warm caches."""
+    lines = []
+    for caches in CACHES:
+        runs = results.get((dtype, "jacbench_auto_patient", caches), [])
+        tiers: dict[str, list[tuple[int, float]]] = {}
+        for run in runs:
+            for tier, calls, cpu_s in run.get("reached", []):
+                tiers.setdefault(tier, []).append((calls, cpu_s))
+        told = [
+            f"{tier} at call {statistics.median(c for c, _ in seen):.0f} "
+            f"({statistics.median(s for _, s in seen):.2f} CPU-s, {len(seen)}/{len(runs)} runs)"
+            for tier, seen in tiers.items()
+        ]
+        if told:
+            lines.append(f"[{dtype} {caches}] patience=1.0 reached: " + "; ".join(told))
     return lines
 
 
@@ -506,6 +560,9 @@ def main() -> None:
         "--dtypes", nargs="+", choices=["float32", "float64"], default=["float64", "float32"]
     )
     parser.add_argument("--rounds", type=int, default=3, help="alternating rounds")
+    parser.add_argument(
+        "--calls", type=int, default=20000, help="calls at most to reach auto's last tier"
+    )
     parser.add_argument("--methods", nargs="*", help="a subset (default: all installed)")
     parser.add_argument("--core", type=int, default=0, help="the core every fit is pinned to")
     parser.add_argument("--one", help=argparse.SUPPRESS)  # the child: fit by one method
@@ -513,7 +570,7 @@ def main() -> None:
     args = parser.parse_args()
     if args.one:
         pin(args.core)
-        print(json.dumps(one(args.one, getattr(torch, args.dtype), args.iterations)))
+        print(json.dumps(one(args.one, getattr(torch, args.dtype), args.iterations, args.calls)))
         return
     args.load = os.getloadavg()
     methods = [m for m in available() if not args.methods or m in args.methods]

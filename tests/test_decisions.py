@@ -354,3 +354,20 @@ def test_contention_is_the_share_of_runnable_time_spent_on_a_core():
     # without scheduler statistics: the rule's CPU/wall per thread (here 0.5 / 2 threads)
     no_stats = Snapshot(0.5, 1.0, threads=2, sched=None)
     assert contention(Snapshot(0.0, 0.0, 2, None), no_stats, cpu) == pytest.approx(0.25)
+
+
+def test_what_building_a_tier_cost_is_measured_remembered_and_read_by_the_next_prepare(cache):
+    """patience's yardstick is what a tier cost to build on this machine (its build and first
+    checked answer), remembered with the decision; the fixed estimates only until then."""
+    folder, _ = cache
+    x = torch.randn(5, dtype=torch.float64)
+    first = jacbench.prepare(f, x, patience=0.0)  # the first call pays for the next tier
+    assert first.tiers is not None and first.tiers.stages[0].cost_s == 0.3  # the estimate
+    first(x)
+    assert first.info.tier == "batched"
+    (entry,) = folder.glob("*.json")
+    measured = json.loads(entry.read_text())["build_s"]
+    assert set(measured) == {"batched"} and 0.0 < measured["batched"] < 60.0
+    again = jacbench.prepare(f, x, patience=0.0)
+    assert again.tiers is not None and again.tiers.stages[0].cost_s == measured["batched"]
+    assert again.tiers.stages[1].cost_s == auto_module.COST_ESTIMATES_S[auto_module.Tier.FOLDED]

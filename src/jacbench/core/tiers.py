@@ -37,7 +37,7 @@ class Stage:
     tier: str
     build: Callable[[], Prepared]
     traced: bool = False
-    cost_s: float = 1.0  # what building it is taken to cost (patience's yardstick)
+    cost_s: float = 1.0  # what building it costs, as last measured here (patience's yardstick)
 
 
 @dataclass(frozen=True)
@@ -63,6 +63,7 @@ class Tiered:
         check: Check,
         x0: torch.Tensor,
         patience: float | None = None,
+        measured: Callable[[str, float], None] | None = None,
     ) -> None:
         self.current, self.tier, self.stages, self.x0 = first, tier, list(stages), x0
         self.untraced = (first, tier)  # the last tier reached that traces nothing
@@ -70,7 +71,7 @@ class Tiered:
         self.why = ""  # why the last tier could not be built here (e.g. no compiler)
         self.refused: TierRefused | None = None
         self.patience, self.spent_s = patience, 0.0  # None: moves at settle() only
-        self._check = check
+        self._check, self._measured = check, measured  # measured(tier, seconds to build)
         self._lock = threading.Lock()  # one move at a time
 
     @property
@@ -107,11 +108,8 @@ class Tiered:
             if not self.stages:
                 return
             stage, self.spent_s = self.stages.pop(0), 0.0
-            built = self._build(stage)
-            if built is None:
+            if not self._built(stage):
                 self.stages = []
-            else:
-                self._checked(stage, built)
         finally:
             self._lock.release()
 
@@ -131,11 +129,19 @@ class Tiered:
         and check its first answer at the prepared point."""
         with self._lock:
             while self.stages:
-                stage = self.stages.pop()
-                built = self._build(stage)
-                if built is not None:
+                if self._built(self.stages.pop()):
                     self.stages = []
-                    self._checked(stage, built)
+
+    def _built(self, stage: Stage) -> bool:
+        """Build ``stage`` and check its first answer (where its code is compiled); False
+        where it cannot be built here. What that took is reported to ``measured``."""
+        start = time.perf_counter()
+        built = self._build(stage)
+        if built is None:
+            return False
+        if self._checked(stage, built) and self._measured is not None:
+            self._measured(stage.tier, time.perf_counter() - start)
+        return True
 
     def _build(self, stage: Stage) -> Prepared | None:
         """``stage`` built; None where it cannot be built here (``why`` says why) or failed
@@ -149,7 +155,8 @@ class Tiered:
             self._refuse(stage.tier, "", f"it failed to build: {_one_line(exc)}")
         return None
 
-    def _checked(self, stage: Stage, built: Prepared) -> None:
+    def _checked(self, stage: Stage, built: Prepared) -> bool:
+        """Move to ``built`` where its first answer at ``x0`` is right (True), else refuse it."""
         try:
             with torch.no_grad():
                 wrong = self._check(self.x0, built.raw(self.x0))
@@ -158,11 +165,12 @@ class Tiered:
             wrong = f"its first call raised {_one_line(exc)}"
         if wrong:
             self._refuse(stage.tier, built.strategy, wrong)
-            return
+            return False
         self.current, self.tier = built, stage.tier
         self.history.append(f"{stage.tier} ({built.strategy})")
         if not stage.traced:
             self.untraced = (built, stage.tier)
+        return True
 
     def _refuse(self, tier: str, strategy: str, reason: str) -> None:
         self.stages = []

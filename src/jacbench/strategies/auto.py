@@ -37,17 +37,13 @@ EAGER: tuple[tuple[str, dict], ...] = (
     ("grads_batched", {}),
 )
 # PyTorch's default and the hand-written row loop are candidates too, so that auto never loses
-# to them: on a multi-head-attention gradient where both compiled strategies fail, auto
-# without them chose grads_batched, 9-14% slower than functional. Timed last, and only where
-# their first call is within LOOP_CUTOFF of the best time so far (else they cannot win).
+# to them. Timed last, and only where their first call is within LOOP_CUTOFF of the best time
+# so far (else they cannot win).
 LOOPS = ("functional", "autograd_loop")
 LOOP_CUTOFF = 3.0
 # Candidates timed within this factor of the fastest are timed again, REFINE times the
-# rounds: five rounds of one ~10 ms call each did not tell apart two strategies 13% apart on
-# the map (dense, N = M = 1024), and the map holds auto to within 10% of the best. Fast calls
-# too: on the map's conv float64 N=256 M=4 five rounds of ~40 calls picked functional over
-# grads_batched (0.26 against 0.23 ms a call, side by side auto was then 1.20x the best) in
-# the map's run, and in 1 of 4 fresh processes.
+# rounds: a few rounds do not tell apart candidates this close, and the map holds auto to
+# within 10% of the best.
 CLOSE = 1.15
 REFINE = 3
 
@@ -80,18 +76,16 @@ class AutoOptions:
 SPARSE = ("sparse_jacfwd", "sparse_jacrev")
 FORWARD = ("jacfwd", "jacfwd_compiled", "jacfwd_folded", "sparse_jacfwd")
 # A candidate needing this many times the passes of the other mode is not calibrated: a pass
-# of either mode costs within a few times the other's, so it cannot win, and on hand tracking
-# (9600 x 26) the reverse candidates' first calls took 30 s of auto's 66 s set-up.
+# of either mode costs within a few times the other's, so it cannot win, and its first calls
+# would dominate auto's set-up.
 PASS_RATIO = 8
 # ... except the folded forward mode: it pushes every tangent through f at once, and where f
 # is elementwise or banded the folded tangents stay as small as the band, so its cost does
-# not grow with N passes (the map, banded N=256 M=4: jacfwd_folded 1.5-1.9x faster than the
-# reverse candidates it was left out for).
+# not grow with N passes.
 PASS_FREE = ("jacfwd_folded",)
 # auto's candidates, built-in strategies (auto needs no registry: the registry holds auto),
 # by the module each is defined in, imported at its first use: a fresh process whose
-# Jacobians never leave the eager tier imports no compiled, folded or sparse module (13 of
-# its 38 ms to a first Jacobian on seed004, above torch's import)
+# Jacobians never leave the eager tier imports no compiled, folded or sparse module
 CANDIDATES: dict[str, str] = {
     "jacfwd": "func",
     "jacrev": "func",
@@ -177,8 +171,7 @@ def candidates(problem: Problem, compile: bool) -> list[tuple[str, dict]]:
     """(strategy, options) to calibrate: the eager ones (sparse too where a pattern is
     declared), at most one compilation, of the strategy the rule picks, and the loops; for a
     Jacobian too large to hold dense, the sparse side by its colours alone, eager and (with
-    ``compile``) compiled, returning CSR: on bundle adjustment compiled is 2x faster a call
-    (97 against 200 ms on ba1) for 4 s of compilation."""
+    ``compile``) compiled, returning CSR."""
     if too_large(problem):
         if problem.sparsity is None:  # auto() traces one first (with_traced_pattern)
             raise StrategySkip(f"auto: {_too_large(problem)} and has no sparsity pattern")
@@ -201,10 +194,8 @@ def with_traced_pattern(problem: Problem) -> Problem:
     """``problem``, with the sparsity pattern auto traces itself where the Jacobian is too
     large to hold dense and the model declares none (a proved pattern: the candidates take
     it as the model's, and check it at the prepared point only); a clear refusal where no
-    pattern can be proved, or where its nonzeros would not fit either. On ADBench's ba1
-    (95529 x 55710) tracing takes ~0.5 CPU-s in a fresh process, as much as a few eager calls. A
-    declared pattern is read once here: auto asks for it at each of its choices (four times
-    in a tiered preparation: ~0.2 CPU-s of ba1's first call)."""
+    pattern can be proved, or where its nonzeros would not fit either. A declared pattern is
+    read once here: auto asks for it at each of its choices."""
     if problem.sparsity is not None:
         declared = sparsity.from_pairs(problem.sparsity(), (problem.n_out, problem.n_in))
         return replace(problem, sparsity=lambda: declared)
@@ -238,7 +229,7 @@ class Tier(str, Enum):
 
 
 TRACED = (Tier.FOLDED, Tier.COMPILED)  # graphs traced once: a retrace storm leaves them
-# what building a tier is taken to cost, in seconds (``patience``'s yardstick)
+# what building a tier is taken to cost (seconds) until it was measured here (BuildCosts)
 COST_ESTIMATES_S = {Tier.BATCHED: 0.3, Tier.FOLDED: 1.0, Tier.COMPILED: 3.0}
 
 
@@ -336,15 +327,14 @@ def ladder(problem: Problem) -> list[tuple[Tier, str, dict]]:
 
 # Outputs (all points together) from which the eager sparse tier's backward passes go one
 # colour at a time: f's operations are then large enough that batching the colours gains
-# nothing (ba1, 95529 outputs: 94 ms a call one at a time, 115 batched), where on smaller
-# ones dispatch dominates (hand tracking c=800, 2400 outputs: 12.6 ms against 4.1).
+# nothing, where on smaller ones dispatch dominates.
 ONE_COLOUR_AT_A_TIME = 1 << 15
 
 
 def eager_sparse_passes(problem: Problem) -> str:
     """How the first sparse tier computes its passes: by plain autograd, which imports
-    nothing of torch's compiler (torch.func's first JVP imports torch._dynamo, ~0.8 CPU-s),
-    one colour at a time where f's output is large, else batched (sympy, ~0.27 CPU-s)."""
+    nothing of torch's compiler (torch.func's first JVP imports torch._dynamo), one colour
+    at a time where f's output is large, else batched (imports sympy)."""
     large = problem.n_out * problem.batch >= ONE_COLOUR_AT_A_TIME
     return "autograd" if large else "autograd_batched"
 
@@ -353,12 +343,13 @@ def tiered(problem: Problem, opts: AutoOptions) -> Declared:
     """The cheapest form now; ``prep.settled()`` builds the last one that can be built."""
     (tier, name, options), *later = ladder(problem)
     first = _prepare_named(name, problem, **options)
+    costs = BuildCosts(_key(problem, opts), first.strategy)
     stages = [
         Stage(
             t.value,
             functools.partial(_prepare_named, n, problem, **o),
             traced=t in TRACED,
-            cost_s=COST_ESTIMATES_S[t],
+            cost_s=costs.of(t),
         )
         for t, n, o in later
     ]
@@ -367,7 +358,7 @@ def tiered(problem: Problem, opts: AutoOptions) -> Declared:
     def check(x: torch.Tensor, jacobian: object) -> str:
         return disagreement(f, x, jacobian, problem.n_out)
 
-    tiers = Tiered(first, tier.value, stages, check, problem.x, opts.patience)
+    tiers = Tiered(first, tier.value, stages, check, problem.x, opts.patience, costs.measured)
     info = replace(first.info, decided_by=Decided.RULE.value)
     return Declared(
         tiers.jac,
@@ -377,6 +368,25 @@ def tiered(problem: Problem, opts: AutoOptions) -> Declared:
         tiers=tiers,
         finite_entries=functools.partial(_finite_entries, tiers),
     )
+
+
+class BuildCosts:
+    """What building each tier cost on this machine, remembered under the problem's
+    decision key (``jacbench.core.decisions``); ``COST_ESTIMATES_S`` until one was measured
+    here, or where remembering is off."""
+
+    def __init__(self, key: str, first: str) -> None:
+        remembered = decisions.recall(key) if key else None
+        self.key, self.first = key, first
+        self.seconds = dict(remembered.build_s) if remembered is not None else {}
+
+    def of(self, tier: Tier) -> float:
+        return self.seconds.get(tier.value, COST_ESTIMATES_S[tier])
+
+    def measured(self, tier: str, seconds: float) -> None:
+        self.seconds[tier] = min(seconds, decisions.MAX_BUILD_S)
+        if self.key:
+            decisions.remember(self.key, decisions.Decision(self.first, {}, dict(self.seconds)))
 
 
 def _finite_entries(tiers: Tiered, out: torch.Tensor) -> torch.Tensor:
