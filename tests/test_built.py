@@ -10,7 +10,6 @@ import torch
 
 from helpers.cli import LAUNCH_FAST, compose_job
 from jacbench.core.prepared import Prepared, PrepInfo
-from jacbench.run.runner import timed_form
 
 
 def _form(strategy: str, built: str) -> Prepared:
@@ -56,14 +55,14 @@ def test_built_names_the_settled_tier_with_the_earlier_ones_as_history():
         tiers=tiers,
     )
     prep.settled()
-    form = timed_form(prep)
+    form = prep.info  # what a job's row records as the timed form
     assert (form.tier, form.chosen_strategy) == ("compiled", "jacfwd_compiled")
     assert form.built.startswith("torch.compile(jacfwd) mode=default")
     assert "eager (double_backward)" in form.built and "copies=True" not in form.built
 
 
 def test_an_untiered_strategy_keeps_what_it_declared():
-    form = timed_form(_form("jacrev", "jacrev chunk_size=None"))
+    form = _form("jacrev", "jacrev chunk_size=None").info
     assert form.built == "jacrev chunk_size=None" and form.tier == ""
 
 

@@ -198,10 +198,11 @@ def test_smooth_and_kinked_functions_pass_the_probe():
 
 
 def _map_problem(n_out: int = 16):
+    from jacbench.run.identity import identify
     from jacbench.run.job import make_job
 
     cfg = compose_job("model=map_dense", "model.n_in=16", f"model.n_out={n_out}", "dtype=float64")
-    job = make_job(cfg, load_registry())
+    job = make_job(cfg, load_registry(), identify(cfg))
     return job, build_problem(job.model, job.dtype, job.device, job.seed)
 
 
@@ -210,7 +211,7 @@ def test_the_next_job_of_the_same_problem_reuses_its_references_after_checking_i
     strategy (0.2 s a job at N = 1024 on the map); the next job of the same problem reuses
     them, but only where the rebuilt problem's values are equal."""
     from jacbench.benchmark.reference import LastProblem
-    from jacbench.run.runner import problem_key
+    from jacbench.run.stages import problem_key
 
     last = LastProblem()
     job, problem = _map_problem()

@@ -15,15 +15,15 @@ from jacbench.report.problems import normalise
 
 def _job(*overrides: str):
     from jacbench.core.registry import load_registry
+    from jacbench.run.identity import identify
     from jacbench.run.job import make_job
 
-    return make_job(compose_job(*overrides), load_registry())
+    cfg = compose_job(*overrides)
+    return make_job(cfg, load_registry(), identify(cfg))
 
 
 def _variant_of(*overrides: str) -> str:
-    from jacbench.run.runner import provenance
-
-    return provenance(_job(*overrides))["variant"]
+    return _job(*overrides).columns["variant"]
 
 
 def test_a_preset_and_a_swept_option_get_short_labels_from_what_differs():

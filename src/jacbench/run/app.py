@@ -24,7 +24,6 @@ from jacbench.report.display import make_console, print_result
 from jacbench.run.claims import claimed
 from jacbench.run.collector import Collector
 from jacbench.run.config import conf_dir, register_configs
-from jacbench.run.identity import config_hash
 from jacbench.run.inputs import (
     check_group_overrides,
     check_results_dir,
@@ -36,6 +35,7 @@ from jacbench.run.inputs import (
 )
 from jacbench.run.launchers import LauncherKind, launcher_kind
 from jacbench.run.orphans import exit_with
+from jacbench.run.pair import claim_key
 from jacbench.run.progress import JobProgress
 from jacbench.run.recording import TrackingFailed, track, write_row
 from jacbench.run.resume import count_as_done, reusable
@@ -79,7 +79,7 @@ def run_in_sweep(
             "(a preset's re-timing of its best two); leave round out"
         )
     folder = results_dir(cfg, launch_dir)
-    key = pair.key if pair is not None else config_hash(cfg)
+    key = claim_key(cfg, pair)
 
     def waiting(owner: dict) -> None:
         console.print(

@@ -9,7 +9,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from hydra.core.config_store import ConfigStore
-from omegaconf import MISSING, DictConfig, OmegaConf
+from omegaconf import MISSING, OmegaConf
 
 from jacbench.timing.config import TimingConfig
 
@@ -89,14 +89,3 @@ def register_configs(registry: Registry) -> None:
             f"{name}_options", [("name", str, field(default=name))], bases=base
         )
         cs.store(group="strategy", name=name, node=node)
-
-
-def job_labels(cfg: DictConfig) -> dict[str, str]:
-    """Names of the job's choices, readable even when the config does not validate."""
-    model = cfg.get("model") or {}
-    return {
-        "model": str(model.get("name") or str(model.get("_target_", "?")).rsplit(".", 1)[-1]),
-        "strategy": str((cfg.get("strategy") or {}).get("name", "?")),
-        "dtype": str((cfg.get("dtype") or {}).get("name", "?")),
-        "device": str((cfg.get("device") or {}).get("name", "?")),
-    }

@@ -1,20 +1,45 @@
-"""The JobSpec: one job's configuration validated into typed values (torch devices and
-dtypes, the strategy's spec and options); every problem becomes one ConfigError."""
+"""The Job: one job made once from its composed config and read by every stage: its identity,
+its configuration validated into typed values (torch devices and dtypes, the strategy's spec
+and options, the tolerance it is judged at) and the columns that say what made its row; every
+problem of the config becomes one ConfigError."""
 
 from __future__ import annotations
 
+import dataclasses
+import functools
+import json
+import subprocess
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 import torch
 from omegaconf import DictConfig, OmegaConf
 
 from jacbench.core.errors import ConfigError
-from jacbench.core.numerics import parse_dtype
+from jacbench.core.numerics import parse_dtype, tolerance
 from jacbench.core.registry import Registry
 from jacbench.core.strategy import StrategySpec
-from jacbench.run.identity import config_hash
+from jacbench.record import variant
+from jacbench.run.identity import Identity
+from jacbench.run.provenance import device_name, provenance
 from jacbench.timing.config import TimingConfig
+
+
+@functools.cache
+def git_commit() -> str:
+    """The commit of the jacbench checkout in use, where it is a git checkout."""
+    try:
+        out = subprocess.run(
+            ["git", "-C", str(Path(__file__).parent), "rev-parse", "HEAD"],
+            capture_output=True,
+            text=True,
+            timeout=5,
+            check=True,
+        )
+        return out.stdout.strip()
+    except (OSError, subprocess.SubprocessError):
+        return ""
 
 
 def resolve_device(name: str) -> torch.device:
@@ -46,18 +71,31 @@ def _bounded(key: str, value: Any, low: int, high: int) -> int:
 
 
 @dataclass(frozen=True)
-class JobSpec:
-    """One job, validated: what the runner needs and nothing about where it records."""
+class Job:
+    """One job, validated: what its stages need, and the columns known before it runs
+    (``columns``: its identity, options and provenance), nothing about where it records."""
 
+    identity: Identity
     model: dict[str, Any]
     strategy: StrategySpec
     options: Any
     dtype: torch.dtype
     device: torch.device
     timing: TimingConfig
-    seed: int
-    config_hash: str
+    tolerance: float  # the relative error its answer is judged right within
+    columns: dict[str, Any]
     jacobian_max_entries: int = 4096
+
+    @property
+    def seed(self) -> int:
+        return self.identity.seed
+
+    def with_threads(self, threads: int) -> Job:
+        """The job timed on ``threads`` torch threads (a cap where jobs share the cores)."""
+        timing = dataclasses.replace(self.timing, threads=threads)
+        return dataclasses.replace(
+            self, timing=timing, columns={**self.columns, "threads": threads}
+        )
 
 
 def _container(node: Any) -> dict[str, Any]:
@@ -65,14 +103,20 @@ def _container(node: Any) -> dict[str, Any]:
     return OmegaConf.to_container(node, resolve=True)  # type: ignore[return-value]
 
 
-def make_job(cfg: DictConfig, registry: Registry) -> JobSpec:
-    """Validate the composed config; every problem becomes one ConfigError that says what
-    is valid."""
+def make_job(
+    cfg: DictConfig, registry: Registry, identity: Identity, thread_cap: int | None = None
+) -> Job:
+    """Validate the composed config (``identity``: its ``identify``); every problem becomes
+    one ConfigError that says what is valid. ``thread_cap`` bounds the torch threads where
+    jobs share the machine's cores."""
     missing = sorted(OmegaConf.missing_keys(cfg))
     if missing:
         raise ConfigError(
             f"missing value(s) for {', '.join(missing)}: set them, e.g. {missing[0]}=..."
         )
+    device = resolve_device(cfg.device.name)
+    _bounded("seed", cfg.seed, 0, 2**63 - 1)  # torch.manual_seed's range
+    most = _bounded("jacobian_max_entries", cfg.jacobian_max_entries, 0, 2**62)
     strategy_cfg = _container(cfg.strategy)
     spec = registry.get(strategy_cfg.pop("name"))
     try:
@@ -81,14 +125,24 @@ def make_job(cfg: DictConfig, registry: Registry) -> JobSpec:
         raise  # already names the strategy
     except (TypeError, ValueError) as exc:
         raise ConfigError(f"strategy {spec.name!r}: {exc}") from exc
-    return JobSpec(
-        model=_container(cfg.model),
-        strategy=spec,
-        options=options,
-        dtype=parse_dtype(cfg.dtype.name),
-        device=resolve_device(cfg.device.name),
-        timing=TimingConfig(**_container(cfg.timing)),
-        seed=_bounded("seed", cfg.seed, 0, 2**63 - 1),  # torch.manual_seed's range
-        config_hash=config_hash(cfg),
-        jacobian_max_entries=_bounded("jacobian_max_entries", cfg.jacobian_max_entries, 0, 2**62),
-    )
+    model, dtype = _container(cfg.model), parse_dtype(cfg.dtype.name)
+    timing = TimingConfig(**_container(cfg.timing))
+    made_by = provenance(spec.setup.__module__, model, device_name(device))
+    columns = {
+        "wrt": str(model.get("wrt") or "input"),
+        "seed": identity.seed,
+        "threads": timing.threads,
+        "strategy_kind": spec.kind.value,
+        "strategy_mode": spec.mode.value,
+        "strategy_options": json.dumps(dataclasses.asdict(options), sort_keys=True),
+        "variant": variant.of_options(spec.name, options),
+        "model_options": json.dumps(model, sort_keys=True, default=str),
+        "config_hash": identity.config_hash,
+        "git_commit": git_commit(),
+        **made_by.columns(),
+    }
+    tol = tolerance(dtype, spec.kind)
+    job = Job(identity, model, spec, options, dtype, device, timing, tol, columns, most)
+    if thread_cap is not None and timing.threads > thread_cap:
+        return job.with_threads(thread_cap)
+    return job

@@ -17,7 +17,7 @@ from typing import Any
 from omegaconf import DictConfig, OmegaConf
 
 from jacbench.core.enums import Named
-from jacbench.run.identity import IDENTITY_KEYS, config_hash, plain
+from jacbench.run.identity import IDENTITY_KEYS, identify, plain
 
 
 class SecondRound(Named):
@@ -94,7 +94,7 @@ class Pair:
         return [OmegaConf.create(literal(config)) for config in self.configs]
 
     def hashes(self) -> list[str]:
-        return [config_hash(cfg) for cfg in self.contestant_configs()]
+        return [identify(cfg).config_hash for cfg in self.contestant_configs()]
 
     @property
     def key(self) -> str:
@@ -119,3 +119,8 @@ class Pair:
             tuple(data["configs"]),
             data["after"],
         )
+
+
+def claim_key(cfg: DictConfig, pair: Pair | None) -> str:
+    """What a job claims (``jacbench.run.claims``): its config_hash, or its pair's key."""
+    return pair.key if pair is not None else identify(cfg).config_hash

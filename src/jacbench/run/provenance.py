@@ -25,11 +25,31 @@ from jacbench.core.version import VERSION
 
 JACBENCH = Path(__file__).resolve().parents[1]  # the jacbench package
 # The code a measurement runs: a change in any of it may change a time or an answer.
-MEASURING = ("core", "strategies", "benchmark", "timing", "models", "run/runner.py")
+MEASURING = (
+    "core",
+    "strategies",
+    "benchmark",
+    "timing",
+    "models",
+    "run/runner.py",
+    "run/stages.py",
+)
 
 
 def hostname() -> str:
     return socket.gethostname()
+
+
+def machine_columns() -> dict[str, str]:
+    """What a row records of where it ran even when its job never got to run."""
+    import torch
+
+    return {
+        "torch_version": torch.__version__,
+        "jacbench_version": VERSION,
+        "hostname": hostname(),
+        "cpu_model": cpu_model(),
+    }
 
 
 def device_name(device: Any) -> str:

@@ -20,7 +20,7 @@ from rich.console import Console
 
 from jacbench.core.errors import ConfigError
 from jacbench.record.result import Round, Status
-from jacbench.run.identity import config_hash, plain
+from jacbench.run.identity import identify, plain
 from jacbench.run.pair import Pair
 from jacbench.run.provenance import Provenance, device_name, provenance, stale_reason
 from jacbench.run.sweep.state import SweepState, job_record, results_dir
@@ -50,7 +50,7 @@ def _first_round(folder: Path, cfg: DictConfig) -> Iterator[Reuse]:
     from jacbench.record.parquet import done_rows  # pyarrow: not in a single run
 
     here = current_provenance(cfg)
-    for path, row in done_rows(folder, config_hash(cfg)):
+    for path, row in done_rows(folder, identify(cfg).config_hash):
         if row["round"] == Round.FIRST:
             yield Reuse((path,), stale_reason(row, here))
 
@@ -60,14 +60,14 @@ def _side_by_side(folder: Path, pair: Pair) -> Iterator[Reuse]:
     (both rows of one re-timing present)."""
     from jacbench.record.parquet import done_rows
 
-    configs = pair.contestant_configs()
-    here = [current_provenance(cfg) for cfg in configs]
+    here = [current_provenance(cfg) for cfg in pair.contestant_configs()]
+    hashes = pair.hashes()
     partners = {
         row["pair_id"]: (path, row)
-        for path, row in done_rows(folder, config_hash(configs[1]))
+        for path, row in done_rows(folder, hashes[1])
         if row["round"] == Round.SIDE_BY_SIDE
     }
-    for path, row in done_rows(folder, config_hash(configs[0])):
+    for path, row in done_rows(folder, hashes[0]):
         partner = partners.get(row["pair_id"])
         if row["round"] != Round.SIDE_BY_SIDE or partner is None:
             continue

@@ -16,7 +16,6 @@ from __future__ import annotations
 import dataclasses
 import functools
 import uuid
-from datetime import datetime, timezone
 from typing import Any
 
 from jacbench.benchmark.problems import build_problem
@@ -27,18 +26,11 @@ from jacbench.core.interrupt import raise_if_interrupt
 from jacbench.core.memory_budget import sampled
 from jacbench.core.registry import Registry
 from jacbench.record.result import Result, Round, Status
-from jacbench.run.config import job_labels
-from jacbench.run.job import JobSpec, make_job
+from jacbench.run.identity import identify
+from jacbench.run.job import Job, make_job
 from jacbench.run.pair import Pair
-from jacbench.run.runner import (
-    Ending,
-    classify,
-    combine,
-    failed_before_start,
-    judged_first_call,
-    provenance,
-    time_and_memory,
-)
+from jacbench.run.runner import Ending, classify, combine, refused, started
+from jacbench.run.stages import call_once, judge, reference, time_and_memory
 from jacbench.timing.measure import side_by_side, torch_threads
 
 # What both of a pair must share: they are timed on one problem.
@@ -49,27 +41,19 @@ def run_pair(pair: Pair, registry: Registry, thread_cap: int | None = None) -> l
     """The pair's two rows; a failure of either is recorded in both (the other was not timed
     side by side), never raised."""
     configs = pair.contestant_configs()
-    labels = [job_labels(cfg) for cfg in configs]
+    identities = [identify(cfg) for cfg in configs]
     marks: dict[str, Any] = {"round": Round.SIDE_BY_SIDE, "pair_id": uuid.uuid4().hex}
     try:
-        jobs = [make_job(cfg, registry) for cfg in configs]
+        jobs = [make_job(cfg, registry, i) for cfg, i in zip(configs, identities, strict=True)]
         apart = [key for key in SHARED if getattr(jobs[0], key) != getattr(jobs[1], key)]
         if apart:
             raise ConfigError(f"a side-by-side pair must share its problem; {apart} differ")
     except ConfigError as exc:
-        return [
-            dataclasses.replace(failed_before_start(cfg, labels[i], str(exc)), **marks)
-            for i, cfg in enumerate(configs)
-        ]
+        return [dataclasses.replace(refused(i, str(exc)), **marks) for i in identities]
     threads = min(jobs[0].timing.threads, thread_cap or jobs[0].timing.threads)
-    jobs = [
-        dataclasses.replace(j, timing=dataclasses.replace(j.timing, threads=threads)) for j in jobs
-    ]
-    started = datetime.now(timezone.utc)  # both rows: the pair's start
-    known = [
-        {**labels[i], **provenance(job), **marks, "started_at": started}
-        for i, job in enumerate(jobs)
-    ]
+    jobs = [job.with_threads(threads) for job in jobs]
+    known = [{**job.identity.labels, **job.columns, **started(), **marks} for job in jobs]
+    known[1]["started_at"] = known[0]["started_at"]  # both rows: the pair's start
     records: list[list[Any]] = [[], []]
     stage = [0]  # whose stage runs: a failure is its own; the rival's row says so
     with torch_threads(threads):
@@ -82,7 +66,7 @@ def run_pair(pair: Pair, registry: Registry, thread_cap: int | None = None) -> l
     return [combine(k, [*r, ending]) for k, r, ending in zip(known, records, endings, strict=True)]
 
 
-def _endings(jobs: list[JobSpec], at: int, status: Status, message: str) -> list[Ending]:
+def _endings(jobs: list[Job], at: int, status: Status, message: str) -> list[Ending]:
     """The failed contestant's own ending; its rival's says it was not timed side by side
     (``at`` -1: the interleaved timing itself failed, both say why)."""
     if at < 0:
@@ -91,7 +75,7 @@ def _endings(jobs: list[JobSpec], at: int, status: Status, message: str) -> list
     return [Ending(status, message) if i == at else Ending(Status.FAILED, rival) for i in (0, 1)]
 
 
-def _measure_pair(jobs: list[JobSpec], records: list[list[Any]], stage: list[int]) -> None:
+def _measure_pair(jobs: list[Job], records: list[list[Any]], stage: list[int]) -> None:
     """Each contestant prepared, called and judged on the one problem (its reference shared),
     then both timed interleaved, then each one's memory."""
     first = jobs[0]
@@ -101,12 +85,12 @@ def _measure_pair(jobs: list[JobSpec], records: list[list[Any]], stage: list[int
     judged = []
     for index, job in enumerate(jobs):
         stage[0] = index
-        judged.append(judged_first_call(job, problem, records[index], shared))
+        against = reference(job, problem, records[index], shared)
+        called = call_once(job, problem, records[index])
+        judged.append(judge(job, problem, called, against, records[index]))
         check_interrupt()
     stage[0] = -1
     timed = side_by_side({i: functools.partial(j.prep, problem.x) for i, j in enumerate(judged)})
     for index, job in enumerate(jobs):
         stage[0] = index
-        time_and_memory(
-            job, problem, judged[index].prep, records[index], judged[index].started, timed[index]
-        )
+        time_and_memory(job, problem, judged[index], records[index], timed[index])

@@ -30,10 +30,9 @@ from jacbench.record.result import Round
 from jacbench.record.text import one_line, shown_logs
 from jacbench.report.display import make_console
 from jacbench.run.claims import CLAIMS, holder, sweep_holds_any
-from jacbench.run.identity import config_hash
 from jacbench.run.inputs import check_round, check_strategy_options, refusing
 from jacbench.run.launchers import LauncherKind, launcher_kind
-from jacbench.run.pair import SecondRound, second_round
+from jacbench.run.pair import SecondRound, claim_key, second_round
 from jacbench.run.periodic import every
 from jacbench.run.resume import count_as_done, reusable
 from jacbench.run.sweep import slurm
@@ -226,8 +225,7 @@ class Sweep:
 
     def _key(self, position: int) -> str:
         """What the job at ``position`` claims: its config, or its pair."""
-        pair = self.state.pair(position)
-        return pair.key if pair is not None else config_hash(self.configs[position])
+        return claim_key(self.configs[position], self.state.pair(position))
 
     def _held_elsewhere(self, position: int) -> bool:
         cfg = self.configs[position]
