@@ -10,6 +10,7 @@ from __future__ import annotations
 import contextlib
 import enum
 import functools
+import hashlib
 import json
 import math
 import os
@@ -25,22 +26,6 @@ from typing import Any, TypeVar
 
 from jacbench.record.markdown import markdown_safe
 from jacbench.record.mlflow_db import open_store
-from jacbench.record.mlflow_view import (
-    CHARTS_KEY,
-    CHARTS_NAME,
-    IMAGE_KEY,
-    LOG_ERROR,
-    LOG_TIME,
-    TAG_PREFIX,
-    VIEW_KEY,
-    VIEW_NAME,
-    VIEWS,
-    chart_section,
-    charts_state,
-    current,
-    mlflow_key,
-    view_tag,
-)
 from jacbench.record.result import Result, Round, Status
 
 # MLflow's settings jacbench runs with unless the user set them, put in place before its first
@@ -56,6 +41,45 @@ MLFLOW_DEFAULTS = {
 
 MAX_PARAM_LEN = 6000
 T = TypeVar("T")
+
+
+# Log-scale metrics for MLflow's charts: a bar grows with the time (log10 of microseconds:
+# 1 us is 0) and with the error (log10 of rounding units, at least 1 unit: an exact answer
+# is 0), so one 145 ms outlier no longer flattens the rest and no bar grows leftward from 0.
+LOG_TIME = "log10_time_us"
+LOG_ERROR = "log10_err_eps"
+MAX_SECTION_NAME = 200  # MLflow's metric keys hold 250 characters: room for "/log10_time_us"
+MAX_KEY = 250  # MLflow's longest metric or param key
+
+
+def chart_section(
+    model: str, n_in: object, n_out: object, dtype: str, device: str, batch: object = 1
+) -> str:
+    """A problem's name in metric keys (``<section>/log10_time_us``): MLflow allows letters,
+    digits, ``_ - . / :`` and spaces in a key, so sizes read ``N84 M576``; a key holds at
+    most 250 characters, so a long name keeps its start and a digest of the whole."""
+    sizes = f" N{n_in} M{n_out}" if n_in is not None else ""
+    many = f" B{batch}" if batch not in (None, 1) else ""
+    name = f"{model}{sizes}{many} {dtype} {device}"
+    if len(name) > MAX_SECTION_NAME:
+        digest = hashlib.sha256(name.encode()).hexdigest()[:10]
+        name = f"{name[: MAX_SECTION_NAME - 12]}.. {digest}"
+    return key_part(name)
+
+
+def mlflow_key(key: str) -> str:
+    """``key`` as MLflow takes it: each ``/``-separated part a ``key_part``, at most MAX_KEY."""
+    return "/".join(key_part(part) for part in key.split("/"))[:MAX_KEY]
+
+
+def key_part(text: str) -> str:
+    """``text`` as one part of an MLflow key (a metric's, a param's): MLflow's characters
+    only (letters, digits, ``_ - . :`` and spaces; anything else ``_``, ``/`` too),
+    and never a path that resolves elsewhere (MLflow refuses a key that ``normpath`` would
+    change: ``..`` or ``.`` at a part's start are ``_``)."""
+    safe = "".join(c if c.isalnum() or c in "_-.: " else "_" for c in text)
+    dots = len(safe) - len(safe.lstrip("."))
+    return "_" * dots + safe[dots:] or "_"
 
 
 @dataclass(frozen=True)
@@ -246,10 +270,10 @@ SHORT_DTYPES = {"float16": "f16", "bfloat16": "bf16", "float32": "f32", "float64
 
 def metrics_of(result: Result) -> dict[str, float]:
     """The measurements of ``result`` as MLflow metrics (absent ones left out), plus log10
-    forms for the charts (``mlflow_view``: MLflow draws linear axes only): ``log10_rel_err``,
+    forms for MLflow's charts, which draw linear axes only: ``log10_rel_err``,
     ``log10_time_us`` and ``log10_err_eps`` (bars that grow with the time and the error),
-    and the time again under its problem's key (``<problem>/log10_time_us``: a chart
-    section per problem)."""
+    and the time again under its problem's key (``<problem>/log10_time_us``: MLflow's Chart
+    tab gives each key prefix a section of its own)."""
     metrics = {
         name: float(getattr(result, column)) * scale
         for name, column, scale in METRICS
@@ -317,8 +341,6 @@ def capped(name: str) -> str:
 
 def _log_problem(store: Store, run_id: str, result: Result) -> None:
     """The problem as the run's dataset input, so the runs table filters and groups by it."""
-    import hashlib
-
     from mlflow.entities import Dataset, DatasetInput, InputTag
 
     profile = {
@@ -452,32 +474,21 @@ def logged_run(tracking: Tracking, job_id: str) -> JobRuns:
     return JobRuns(closed[0] if closed else "", in_progress and not closed)
 
 
-def experiment_note(experiment_id: str) -> str:
-    """The experiment's description, with links (relative: they work on any server) to the
-    runs table and the charts in jacbench's views."""
-    table = view_url("", experiment_id).lstrip("/")  # "#/experiments/...": this UI's own
-    charts = view_url("", experiment_id, view=CHARTS_KEY).lstrip("/")
-    return (
-        "jacbench: how fast and how accurate each way of computing a Jacobian is.\n\n"
-        f'**[Open the results table]({table})** (the saved view "{VIEW_NAME}" in Views), '
-        f'**[the charts]({charts})** ("{CHARTS_NAME}").\n\n'
-        "Each sweep is a parent run whose **Overview** gives the recommendation per problem; "
-        "its child runs are the jobs (metrics `time_median_ms` with `time_ci_low_ms` and "
-        "`time_ci_high_ms`, `err_eps`, `log10_rel_err`; params `strategy`, `dtype`, `n_in`, "
-        "`n_out`; dataset = the problem)."
-    )
-
-
+# The experiment's description: where the answer is and what the runs hold.
+EXPERIMENT_NOTE = (
+    "jacbench: how fast and how accurate each way of computing a Jacobian is.\n\n"
+    "Each sweep is a parent run whose **Overview** gives the recommendation per problem and "
+    "links the report; its child runs are the jobs (metrics `time_median_ms` with "
+    "`time_ci_low_ms` and `time_ci_high_ms`, `err_eps`, `log10_rel_err`; params `strategy`, "
+    "`dtype`, `n_in`, `n_out`; dataset = the problem)."
+)
 LAYOUT = "workflowType=machine_learning"  # the model-training layout, not the GenAI one
 
 
-def view_url(base: str, experiment_id: str, run_id: str = "", view: str = VIEW_KEY) -> str:
-    """A saved view of the runs table (the charts' view opens on its charts), or one run's
-    page, in the model-training layout; ``base`` "" gives the link within the UI."""
-    if run_id:
-        return f"{base}/#/experiments/{experiment_id}/runs/{run_id}?{LAYOUT}"
-    mode = "&compareRunsMode=CHART" if view == CHARTS_KEY else ""
-    return f"{base}/#/experiments/{experiment_id}/runs?{LAYOUT}&viewStateShareKey={view}{mode}"
+def ui_url(base: str, experiment_id: str, run_id: str = "") -> str:
+    """The experiment's runs table, or one run's page, in the model-training layout."""
+    run = f"/{run_id}" if run_id else ""
+    return f"{base}/#/experiments/{experiment_id}/runs{run}?{LAYOUT}"
 
 
 def artifact_hrefs(tracking: Tracking, run_id: str, paths: list[str]) -> dict[str, str]:
@@ -493,23 +504,20 @@ def artifact_hrefs(tracking: Tracking, run_id: str, paths: list[str]) -> dict[st
 
 
 def ui_hint(tracking: Tracking, run_id: str) -> str:
-    """Where to look in the MLflow UI: the results table and the charts in jacbench's views,
-    and ``run_id``'s page (a local store needs ``mlflow ui`` first). One URL a line, so
-    terminals link them."""
+    """Where to look in the MLflow UI: the experiment's runs table and ``run_id``'s page (a
+    local store needs ``mlflow ui`` first). One URL a line, so terminals link them."""
     experiment_id = connect(tracking).client.get_run(run_id).info.experiment_id
     remote = tracking.uri.startswith(("http:", "https:"))
     base = tracking.uri.rstrip("/") if remote else "http://127.0.0.1:5000"
     first = "MLflow:" if remote else f"MLflow: mlflow ui --backend-store-uri {tracking.uri} , then"
     return (
-        f"{first}\n  results table: {view_url(base, experiment_id)}\n"
-        f"  charts:        {view_url(base, experiment_id, view=CHARTS_KEY)}\n"
-        f"  this run:      {view_url(base, experiment_id, run_id)}"
+        f"{first}\n  results table: {ui_url(base, experiment_id)}\n"
+        f"  this run:      {ui_url(base, experiment_id, run_id)}"
     )
 
 
 def describe_experiment(tracking: Tracking) -> str:
-    """Describe the experiment, save jacbench's views (the runs table with readable columns,
-    and the jobs' charts), and ask for the classic model-training layout
+    """Describe the experiment and ask for the classic model-training layout
     (``mlflow.experimentKind``) unless someone chose otherwise. Returns the experiment's id."""
     return _describe_experiment(connect(tracking))
 
@@ -519,17 +527,12 @@ def _describe_experiment(store: Store) -> str:
     experiment_id = _retry(lambda: _experiment_id(store))
     tags = client.get_experiment(experiment_id).tags
     wanted = {
-        "mlflow.note.content": experiment_note(experiment_id),
+        "mlflow.note.content": EXPERIMENT_NOTE,
         "mlflow.experimentKind": "custom_model_development",
     }
-    wanted = {k: v for k, v in wanted.items() if k not in tags}
-    for key in VIEWS:
-        old = tags.get(TAG_PREFIX + key)
-        if not current(key, old):
-            created = json.loads(old).get("createdAt") if old and "createdAt" in old else None
-            wanted[TAG_PREFIX + key] = view_tag(key, created)
     for key, value in wanted.items():
-        _retry(functools.partial(client.set_experiment_tag, experiment_id, key, value))
+        if key not in tags:
+            _retry(functools.partial(client.set_experiment_tag, experiment_id, key, value))
     return experiment_id
 
 
@@ -562,7 +565,6 @@ class ParentOutcome:
     # where the sweep has several problems: one run per problem, its answer as metrics in
     # the jobs' columns ({"name", "metrics", "tags"}, from report.overview)
     answers: list[dict] = field(default_factory=list)
-    sections: list[str] = field(default_factory=list)  # the charts' problems (chart_section)
 
     @property
     def ended(self) -> RunEnd:
@@ -575,7 +577,7 @@ class ParentOutcome:
             {
                 **{f: getattr(self, f) for f in ("metrics", "description", "tags")},
                 **{f: getattr(self, f) for f in ("failed", "reason", "killed")},
-                **{f: getattr(self, f) for f in ("answers", "sections")},
+                "answers": self.answers,
                 "table": table,
                 "artifacts": [str(p) for p in self.artifacts],
                 "images": {k: str(p) for k, p in self.images.items()},
@@ -588,7 +590,7 @@ class ParentOutcome:
     def from_json(cls, text: str) -> ParentOutcome:
         data = json.loads(text)
         data.setdefault("answers", [])  # kept by an earlier jacbench
-        data.setdefault("sections", [])
+        data.pop("sections", None)  # the charts' problems an earlier jacbench kept
         data["artifacts"] = [Path(p) for p in data["artifacts"]]
         for name in ("images", "job_images"):
             data[name] = {k: Path(p) for k, p in data[name].items()}
@@ -596,11 +598,12 @@ class ParentOutcome:
 
 
 IMAGE_KEY_CHARS = re.compile(r"^[a-zA-Z0-9_\-. ]+$")  # what MLflow allows in an image key
+IMAGE_KEY = "time_per_strategy"  # a job run's image: its problem's time figure
 
 
 def _log_image(store: Store, run_id: str, key: str, path: Path) -> None:
-    """A PNG as an MLflow image with a key, at full size: shown in the run's and the chart
-    view's image cards, not only as a file among the artifacts. The cards show the
+    """A PNG as an MLflow image with a key, at full size: shown in the run's image cards
+    (its Model metrics tab), not only as a file among the artifacts. The cards show the
     ``+compressed`` copy that ``MlflowClient.log_image`` shrinks to 256 px (a figure's
     labels unreadable there), so both copies here are the PNG itself, in the file names
     that ``log_image`` gives them."""
@@ -637,8 +640,7 @@ def _log_images(store: Store, parent_id: str, outcome: ParentOutcome) -> list[st
 
 def _log_answers(store: Store, parent_id: str, outcome: ParentOutcome) -> list[str]:
     """One run per problem under the sweep's run, its answer as metrics in the jobs' columns
-    (created last, so the runs table lists them first), and the charts' view of this sweep
-    (its jobs, a section per problem); returns what could not be logged."""
+    (created last, so the runs table lists them first); returns what could not be logged."""
     left_out = []
     for answer in outcome.answers:
         try:
@@ -648,13 +650,6 @@ def _log_answers(store: Store, parent_id: str, outcome: ParentOutcome) -> list[s
             _log_and_close(store, answer_id, metrics, {}, {}, RunEnd.FINISHED)
         except Exception as exc:
             left_out.append(f"answer run {answer['name']}: {type(exc).__name__}: {exc}")
-    try:
-        experiment = store.client.get_run(parent_id).info.experiment_id
-        state = charts_state(outcome.sections, parent_id)
-        tag = view_tag(CHARTS_KEY, state=state)
-        _retry(lambda: store.client.set_experiment_tag(experiment, TAG_PREFIX + CHARTS_KEY, tag))
-    except Exception as exc:
-        left_out.append(f"the charts' view: {type(exc).__name__}: {exc}")
     return left_out
 
 

@@ -50,7 +50,6 @@ class Overview:
     metrics: dict[str, float] = field(default_factory=dict)
     # one answer run per problem where there are several: {"name", "metrics", "tags"}
     answers: list[dict] = field(default_factory=list)
-    sections: list[str] = field(default_factory=list)  # the charts' problems
 
 
 def answer_metrics(rec: Recommendation, group: pd.DataFrame) -> dict[str, float]:
@@ -93,18 +92,6 @@ def answers_of(recs: list[Recommendation], groups: list) -> list[dict]:
             "tags": {"recommended_strategy": rec.choice(with_alternative=False), "by": rec.by},
         }
         for rec, (_, group) in zip(recs, groups, strict=True)
-    ]
-
-
-def chart_sections(rows: pd.DataFrame) -> list[str]:
-    """Each problem's name in the jobs' metric keys (``mlflow_view.chart_section``)."""
-    from jacbench.record.mlflow_view import chart_section
-
-    keys = ["model", "n_in", "n_out", "dtype", "device", "batch"]
-    timed = rows.dropna(subset=["time_median_s"]).drop_duplicates(keys)
-    return [
-        chart_section(r["model"], r["n_in"], r["n_out"], r["dtype"], r["device"], r["batch"])
-        for _, r in timed.iterrows()
     ]
 
 
@@ -230,8 +217,8 @@ def overview(
         "Child runs: one per job, metrics `time_median_ms` (interval `time_ci_low_ms` to "
         "`time_ci_high_ms`), `err_eps`, `log10_rel_err`, `log10_time_us` and `log10_err_eps` "
         "(for the charts); where the sweep has several problems, an `answer:` run per "
-        "problem carries its answer in the same columns. The charts: the link the sweep "
-        "printed (`charts`), or the chart icon above the runs table."
+        "problem carries its answer in the same columns. The charts: the chart icon above "
+        "the runs table."
     )
     if sweep_line:
         lines += ["", *_wrapped(sweep_line)]
@@ -248,4 +235,4 @@ def overview(
     metrics = answer_metrics(recs[0], groups[0][1]) if single else {}
     answers = [] if single else answers_of(recs, groups)
     description = markdown_safe("\n".join(lines) + "\n")
-    return Overview(description, tags, metrics, answers, chart_sections(rows))
+    return Overview(description, tags, metrics, answers)

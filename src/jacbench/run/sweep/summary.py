@@ -151,7 +151,6 @@ def summarise(state: SweepState, console: Any) -> ParentOutcome:
                 table=jobs_table(rows),
                 metrics={**outcome.metrics, **view.metrics},
                 answers=view.answers,
-                sections=view.sections,
             )
         except Exception as exc:  # the parent run is still closed, without the overview
             console.print(f"[bold yellow]could not describe the MLflow parent run: {exc}[/]")
