@@ -28,6 +28,7 @@ from jacbench.timing.rule import (
     interval_of,
     ranking_seconds,
     settled_ratio,
+    time_ratio,
     unsettled,
     verdict,
 )
@@ -187,14 +188,10 @@ class Recommendation:
         alt = self.alternative
         if alt is None:
             return ""
-        if alt.kind == Kind.EXACT:
-            return (
-                f" Exact alternative: {alt.name} ({seconds_text(alt.time)}, err_eps "
-                f"{_eps_text(alt.err_eps)}), {alt.ratio('slower')}; {self.why}."
-            )
+        word = "slower" if alt.kind == Kind.EXACT else "faster"
         return (
-            f" Approximate alternative: {alt.name} ({seconds_text(alt.time)}, err_eps "
-            f"{_eps_text(alt.err_eps)}), {alt.ratio('faster')}; {self.why}."
+            f" {str(alt.kind).capitalize()} alternative: {alt.name} ({seconds_text(alt.time)}, "
+            f"err_eps {_eps_text(alt.err_eps)}), {alt.ratio(word)}; {self.why}."
         )
 
     def choice(self, with_alternative: bool = True) -> str:
@@ -227,10 +224,7 @@ def _exact_or_approximate(
     if exact.empty or approx.empty:
         return candidates, None, ""
     e, a = timed.pair(exact.iloc[0]["label"], approx.iloc[0]["label"])
-    found = verdict(a, e)
-    faster = float(e["time_median_s"] / a["time_median_s"])
-    if found.decided and found.ratio:  # on the basis the rule compared (CPU time when busy)
-        faster = 1 / found.ratio
+    found, faster = verdict(a, e), 1 / time_ratio(a, e)
     if faster <= 1:
         return exact, None, ""
     if faster > CLEARLY_FASTER and found.decided:
@@ -353,18 +347,6 @@ def disagreement(a: pd.Series, b: pd.Series) -> str:
         f"{found.text}; the difference is not the code's (auto: {_load(auto)}; "
         f"{other['strategy']}: {_load(other)}), so neither ranks above the other"
     )
-
-
-def auto_disagreements(rows: pd.DataFrame) -> list[str]:
-    """``disagreement`` for every auto row of one problem whose chosen strategy was measured
-    too."""
-    ok = latest_ok(rows).dropna(subset=["time_median_s"])
-    found = []
-    for _, auto in ok[ok["strategy"] == "auto"].iterrows():
-        for _, chosen in ok[ok["strategy"] == auto["chosen_strategy"]].iterrows():
-            if text := disagreement(auto, chosen):
-                found.append(text)
-    return found
 
 
 def best_of_each_mode(rows: pd.DataFrame) -> tuple[pd.Series, pd.Series] | None:

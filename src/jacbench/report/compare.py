@@ -41,8 +41,8 @@ def match(before: pd.DataFrame, after: pd.DataFrame) -> pd.DataFrame:
 
 
 # A change is flagged only when the rule tells the two times apart (their intervals do not
-# overlap) and the ratio is beyond this: on a shared machine the same code moves by up to
-# ~15% between runs even in CPU time (caches, frequency), which is not a change of the code.
+# overlap) and the ratio is beyond this: on a shared machine the same code moves between runs
+# even in CPU time (caches, frequency), which is not a change of the code.
 THRESHOLD = 1.25
 NO_INTERVAL = "no interval"
 

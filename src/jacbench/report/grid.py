@@ -19,7 +19,7 @@ import pandas as pd
 from jacbench.core.enums import Kind
 from jacbench.report.analysis import best_of_each_mode, recommend
 from jacbench.report.problems import moments, standing
-from jacbench.timing.rule import Order, verdict, why_unsettled
+from jacbench.timing.rule import Order, time_ratio, verdict, why_unsettled
 
 AXES = ("n_in", "n_out")  # preferred axes: the Jacobian's columns and rows
 FAMILY_KEYS = ["model", "dtype", "device", "wrt", "batch"]
@@ -114,10 +114,7 @@ class AutoAgainstBest:
     def regret(self) -> float:
         """auto's time over the best's, on the basis the rule compared them by where it
         settles their order (CPU time on a busy machine), else their wall medians."""
-        found = verdict(self.auto, self.best)
-        if found.decided and found.ratio:
-            return float(found.ratio)
-        return float(self.auto["time_median_s"] / self.best["time_median_s"])
+        return time_ratio(self.auto, self.best)
 
     @cached_property
     def order(self) -> Order:
@@ -139,15 +136,11 @@ class AutoAgainstBest:
         return str(self.auto.get("chosen_strategy") or "") == str(self.best["strategy"])
 
 
-def _exact(rows: pd.DataFrame) -> pd.DataFrame:
-    """The usable exact strategies but auto, fastest first (``problems.standing``)."""
-    usable = standing(rows[rows["strategy"] != AUTO])
-    return usable[usable["strategy_kind"] == Kind.EXACT]
-
-
 def auto_against_best(rows: pd.DataFrame) -> AutoAgainstBest | None:
     """auto and the best exact strategy among one cell's normalised rows (None without both)."""
-    best, auto = _fastest(_exact(rows)), _fastest(standing(rows[rows["strategy"] == AUTO]))
+    others = standing(rows[rows["strategy"] != AUTO])  # usable, fastest first
+    best = _fastest(others[others["strategy_kind"] == Kind.EXACT])
+    auto = _fastest(standing(rows[rows["strategy"] == AUTO]))
     if best is None or auto is None:
         return None
     return AutoAgainstBest(*moments(rows).pair(auto["label"], best["label"]))
@@ -173,8 +166,7 @@ def _cell(family: str, x: float, y: float, rows: pd.DataFrame) -> Cell:
         modes_found = verdict(forward, reverse)
         modes_settled = modes_found.decided
         modes_why = why_unsettled(modes_found.order)
-        ratio = modes_found.ratio if modes_settled else None
-        ratio = ratio or float(forward["time_median_s"] / reverse["time_median_s"])
+        ratio = time_ratio(forward, reverse)
     against = auto_against_best(rows)
     regret_why = "" if against is None else why_unsettled(against.order)
     return Cell(
@@ -299,8 +291,6 @@ def _median(values: list[float]) -> float:
 
 def _loss(cell: Cell) -> str:
     unsettled = "" if cell.winner else ", no settled winner"
-    # the map's one loss of 2026-11-26 (conv float64 N = M = 256, 1.32) was auto running the
-    # winner itself; side by side in one process it was 0.90: say so, and keep the number
     same = (
         f", auto ran {cell.best_exact} itself: two jobs of one code" if cell.auto_ran_best else ""
     )

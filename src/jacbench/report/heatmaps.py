@@ -4,7 +4,6 @@ winner per cell, best forward over best reverse, and auto's regret. One panel pe
 
 from __future__ import annotations
 
-import math
 import textwrap
 from typing import TYPE_CHECKING
 
@@ -18,33 +17,27 @@ from matplotlib.patches import Patch, Rectangle
 from matplotlib.ticker import FuncFormatter, NullFormatter
 
 from jacbench.report.grid import REGRET_BOUND, Cell, axis_name
-from jacbench.report.plots import FONT, MAX_WIDTH_IN, SMALL, figure_legend, finish
+from jacbench.report.plots import FONT, SMALL, figure_legend, finish, panel_grid
 
 if TYPE_CHECKING:
     from matplotlib.typing import ColorType
 
 PANEL_IN = (4.6, 3.9)  # one family's panel, with its colour bar or labels
 COLUMNS = 2  # panels side by side: two at 9.2 in fit the report's width
-# Short names drawn inside cells (a cell is ~0.7 in wide); the legend spells them out
+# Short names drawn inside cells (a cell is ~0.7 in wide), where the first letters of the
+# name's words (``short``) would not tell them apart; the legend spells them out
 SHORT = {
-    "autograd_loop": "AL",
-    "functional": "F",
-    "functional_vectorized": "FV",
-    "functional_forward": "FF",
     "jacrev": "JR",
     "jacfwd": "JF",
     "jacrev_compiled": "JRc",
     "jacfwd_compiled": "JFc",
     "jacfwd_folded": "JFf",
-    "grads_batched": "GB",
-    "forward_ad_loop": "FAL",
     "sparse_jacfwd": "SF",
     "sparse_jacrev": "SR",
     "sparse_fd": "SD",
     "fd_forward": "D",
     "fd_forward_loop": "DL",
     "fd_central": "DC",
-    "auto": "A",
     "analytic": "AN",
 }
 TIE_COLOR = "0.85"
@@ -57,20 +50,6 @@ def short(label: str) -> str:
     """A strategy's code in a cell; an unknown one by the first letters of its words."""
     base = label.split("[")[0]
     return SHORT.get(base) or "".join(w[:1].upper() for w in base.split("_")) or "?"
-
-
-def _panels(families: list[str]) -> tuple[Figure, list]:
-    n = len(families)
-    cols = min(COLUMNS, n)
-    rows = math.ceil(n / cols)
-    width = min(MAX_WIDTH_IN, PANEL_IN[0] * cols)
-    fig, axes = plt.subplots(
-        rows, cols, figsize=(width, PANEL_IN[1] * rows + 0.9), layout="constrained", squeeze=False
-    )
-    flat = list(axes.flat)
-    for ax in flat[n:]:
-        ax.remove()
-    return fig, flat[:n]
 
 
 def _grid(cells: list[Cell]) -> tuple[list[float], list[float]]:
@@ -136,7 +115,7 @@ def winners(axes: tuple[str, str], cells: list[Cell]) -> Figure | None:
         return None
     palette = plt.get_cmap("tab20")  # 20 listed colours: colour i is palette(i)
     colour = {name: palette(i % palette.N) for i, name in enumerate(names)}
-    fig, axs = _panels(list(families))
+    fig, axs = panel_grid(len(families), COLUMNS, PANEL_IN, (0.0, 0.9))
     fill: ColorType  # a strategy's listed colour (RGBA), or a named one
     for ax, (family, found) in zip(axs, families.items(), strict=True):
         xs, ys = _grid(found)
@@ -186,7 +165,7 @@ def _colour_panels(
     it is): such a cell is hatched; ``withheld(c)``: its value is not shown as a result at
     all (greyed, hatched, the reason in its place)."""
     families = _by_family(cells)
-    fig, axs = _panels(list(families))
+    fig, axs = panel_grid(len(families), COLUMNS, PANEL_IN, (0.0, 0.9))
     mapper = plt.cm.ScalarMappable(norm=norm, cmap=cmap)
     for ax, (family, found) in zip(axs, families.items(), strict=True):
         xs, ys = _grid(found)

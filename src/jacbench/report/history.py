@@ -2,14 +2,12 @@
 folders measured with different torch or jacbench versions (or machines), in the order given,
 with each change between neighbours judged by the rule (``jacbench.timing.rule.verdict``).
 
-Users track Jacobian speed across releases (functorch #989: hessian 29.5 -> 39.7 ms;
-pytorch #99573: jacfwd 3.5 s -> 6 s): a settled slowdown is named with both intervals, a
-difference the rule cannot settle is not.
+Users track Jacobian speed across releases (functorch #989, pytorch #99573): a settled
+slowdown is named with both intervals, a difference the rule cannot settle is not.
 """
 
 from __future__ import annotations
 
-import math
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -29,6 +27,7 @@ from jacbench.report.plots import (
     finish,
     interval_bars,
     log_axis,
+    panel_grid,
 )
 from jacbench.report.problems import latest_ok, normalise, problems
 from jacbench.report.render import Document
@@ -154,18 +153,10 @@ def history_figure(
     groups = [(t, g) for t, g in groups if g["version"].nunique() >= 2]
     if not groups:
         return None
-    cols = min(2, len(groups))
-    height = 3.4 * math.ceil(len(groups) / cols) + 1.2
-    fig, axes = plt.subplots(
-        math.ceil(len(groups) / cols),
-        cols,
-        figsize=(MAX_WIDTH_IN, height),
-        squeeze=False,
-        layout="constrained",
-    )
+    fig, axes = panel_grid(len(groups), 2, (MAX_WIDTH_IN, 3.4), (0.0, 1.2))
     handles = {}
     styles = strategy_styles(sorted({str(lb) for _, g in groups for lb in g["label"]}))
-    for ax, (title, group) in zip(axes.flat, groups, strict=False):
+    for ax, (title, group) in zip(axes, groups, strict=True):
         for label, series in group.groupby("label", sort=True):
             points = pd.concat(
                 [latest_ok(g) for _, g in series.groupby("version")], ignore_index=True
@@ -201,8 +192,6 @@ def history_figure(
         ax.set_xlabel("version (the folders in the order given)", fontsize=FONT)
         ax.set_title(title, fontsize=FONT)
         ax.tick_params(labelsize=SMALL)
-    for ax in list(axes.flat)[len(groups) :]:
-        ax.remove()
     ring = [handles.pop(RING)] if RING in handles else []  # after the strategies
     figure_legend(fig, [*handles.values(), *ring], ncols=4)
     return finish(fig)

@@ -31,7 +31,6 @@ from matplotlib.ticker import (  # noqa: E402
     FixedLocator,
     Formatter,
     FuncFormatter,
-    Locator,
     LogLocator,
     MaxNLocator,
     NullFormatter,
@@ -110,6 +109,26 @@ def log_axis(ax, which: str, label: str) -> None:
     axis.set_label_text(label, fontsize=FONT)
 
 
+def panel_grid(
+    n: int, cols: int, panel_in: tuple[float, float], pad_in: tuple[float, float] = (0.0, 0.0)
+) -> tuple[Figure, list]:
+    """``n`` panels of ``panel_in`` inches in rows of ``cols`` (at most ``MAX_WIDTH_IN``
+    wide), plus ``pad_in``; the grid's cells beyond ``n`` removed."""
+    cols = min(cols, n)
+    rows = math.ceil(n / cols)
+    width = min(MAX_WIDTH_IN, panel_in[0] * cols + pad_in[0])
+    size = (width, panel_in[1] * rows + pad_in[1])
+    fig, axes = plt.subplots(rows, cols, figsize=size, squeeze=False, layout="constrained")
+    flat = list(axes.flat)
+    for ax in flat[n:]:
+        ax.remove()
+    return fig, flat[:n]
+
+
+def _axes(fig: Figure) -> list[Axis]:
+    return [axis for ax in fig.axes for axis in (ax.xaxis, ax.yaxis)]
+
+
 def _style(ax) -> None:
     ax.tick_params(which="both", labelsize=FONT)
     ax.title.set_fontsize(FONT)
@@ -166,19 +185,18 @@ def _tick_labels(ax) -> list[tuple[Axis, float, bool, Text]]:
 
 def drawn_texts(fig: Figure) -> list[Text]:
     """Every non-empty visible text of a drawn figure (tick labels: those in view)."""
-    ticks = {id(t) for ax in fig.axes for axis in (ax.xaxis, ax.yaxis) for t in _all_labels(axis)}
-    drawn = [label for ax in fig.axes for *_, label in _tick_labels(ax)]
-    others = [
+    return [label for ax in fig.axes for *_, label in _tick_labels(ax)] + _other_texts(fig)
+
+
+def _other_texts(fig: Figure) -> list[Text]:
+    """The non-empty visible texts of a figure that are no tick label."""
+    ticks = [tick for axis in _axes(fig) for tick in (*axis.majorTicks, *axis.minorTicks)]
+    labels = {id(label) for tick in ticks for label in (tick.label1, tick.label2)}
+    return [
         t
         for t in fig.findobj(Text)
-        if id(t) not in ticks and t.get_visible() and t.get_text() and _shown(t)
+        if id(t) not in labels and t.get_visible() and t.get_text() and _shown(t)
     ]
-    return drawn + others
-
-
-def _all_labels(axis) -> list[Text]:
-    ticks = [*axis.majorTicks, *axis.minorTicks]
-    return [label for tick in ticks for label in (tick.label1, tick.label2)]
 
 
 def _shown(text: Text) -> bool:
@@ -191,61 +209,46 @@ def _enough_log_ticks(fig: Figure) -> None:
     """Where fewer than three labelled ticks of a log axis fall in view, label the decades
     (1, 2 and 5 give none beyond about ten decades), then every integer mantissa (a span
     under a decade), then two rounded values inside the span."""
-    for ax in fig.axes:
-        for axis in (ax.xaxis, ax.yaxis):
-            if axis.get_scale() != "log":
-                continue
-            low, high = sorted(axis.get_view_interval())
-            tries: tuple[Locator | None, ...] = (
-                LogLocator(),
-                LogLocator(subs=tuple(range(1, 10))),
-                None,
-            )
-            for locator in tries:
-                inside = [v for v in axis.get_majorticklocs() if low <= v <= high]
-                if len(inside) >= 3:
-                    break
-                if locator is None:
-                    values = np.geomspace(low, high, 4)[1:3]
-                    locator = FixedLocator([float(f"{v:.2g}") for v in values])
-                axis.set_major_locator(locator)
+    for axis in _axes(fig):
+        if axis.get_scale() != "log":
+            continue
+        low, high = sorted(axis.get_view_interval())
+        inside = [float(f"{v:.2g}") for v in np.geomspace(low, high, 4)[1:3]]
+        for locator in (LogLocator(), LogLocator(subs=tuple(range(1, 10))), None):
+            if sum(low <= v <= high for v in axis.get_majorticklocs()) >= 3:
+                break
+            axis.set_major_locator(locator or FixedLocator(inside))
 
 
 def finish(fig: Figure) -> Figure:
     """Lay the figure out once and freeze it; fix its ticks; blank every tick label that
     would collide with one already kept or with any other text (decades and the ends of a
     linear axis first). Two layouts, not three: the ticks are fixed where the second put
-    them and the layout frozen, so its boxes are the saved figure's (a third draw cost 15-20%
-    of a report's CPU time)."""
+    them and the layout frozen, so its boxes are the saved figure's."""
     fig.draw_without_rendering()
     _enough_log_ticks(fig)
     fig.draw_without_rendering()
     fig.set_layout_engine("none")  # what is measured below is what is saved
-    for ax in fig.axes:
-        for axis in (ax.xaxis, ax.yaxis):
-            axis.set_major_locator(FixedLocator(axis.get_majorticklocs().tolist()))
-            axis.set_minor_locator(FixedLocator(axis.get_minorticklocs().tolist()))
+    for axis in _axes(fig):
+        axis.set_major_locator(FixedLocator(axis.get_majorticklocs().tolist()))
+        axis.set_minor_locator(FixedLocator(axis.get_minorticklocs().tolist()))
     renderer = _renderer(fig)
     ticks = [entry for ax in fig.axes for entry in _tick_labels(ax)]
-    tick_ids = {id(label) for *_, label in ticks}
-    kept = [t.get_window_extent(renderer) for t in drawn_texts(fig) if id(t) not in tick_ids]
-    hidden: dict[tuple[int, bool], set[float]] = {}
+    kept = [t.get_window_extent(renderer) for t in _other_texts(fig)]
+    hidden: dict[tuple[Axis, bool], set[float]] = {}
     for owner, value, major, label in sorted(ticks, key=_tick_priority):
         points = label.get_fontproperties().get_size_in_points()
         gap = 0.3 * points * fig.dpi / 72  # a space between neighbours
         box = label.get_window_extent(renderer).padded(gap / 2, 0)
         if any(box.overlaps(other) for other in kept):
-            hidden.setdefault((id(owner), major), set()).add(value)
+            hidden.setdefault((owner, major), set()).add(value)
         else:
             kept.append(box)
-    for ax in fig.axes:
-        for axis in (ax.xaxis, ax.yaxis):
-            for major in (True, False):
-                values = hidden.get((id(axis), major))
-                if values and major:
-                    axis.set_major_formatter(_Blank(axis.get_major_formatter(), values))
-                elif values:
-                    axis.set_minor_formatter(_Blank(axis.get_minor_formatter(), values))
+    for (axis, major), values in hidden.items():
+        if major:
+            axis.set_major_formatter(_Blank(axis.get_major_formatter(), values))
+        else:
+            axis.set_minor_formatter(_Blank(axis.get_minor_formatter(), values))
     return fig
 
 
@@ -277,8 +280,7 @@ def figure_legend(fig: Figure, handles: list, ncols: int = 3) -> None:
             fontsize=SMALL,
             frameon=False,
         )
-        # its width alone, without laying the whole figure out (a draw each try: 3.8 of a
-        # realistic report's 19 CPU-s went to these)
+        # its width alone, without laying the whole figure out (a draw each try is dear)
         width = legend.get_window_extent(_renderer(fig)).width / fig.dpi
         if width <= fig.get_figwidth() or columns == 1:
             break
@@ -322,12 +324,22 @@ def _tolerance_lines(ax, rows: pd.DataFrame, vertical: bool = False) -> list[Lin
         if key not in dashes:
             used = set(dashes.values())
             dashes[key] = next((d for d in TOLERANCE_STYLES if d not in used), "-.")
-    entries = []
-    for (kind, value), who in found:
-        style: dict[str, Any] = {"ls": dashes[(kind, value)], "lw": 1.2, "color": "0.3"}
-        (ax.axvline if vertical else ax.axhline)(value, label="_tolerance", **style)
-        entries.append(Line2D([], [], label=f"tolerance, {who}: err_eps {value:g}", **style))
-    return entries
+    return [
+        _across(ax, value, dashes[(kind, value)], f"tolerance, {who}: err_eps {value:g}", vertical)
+        for (kind, value), who in found
+    ]
+
+
+def _across(ax, value: float, dash: Any, label: str, vertical: bool = False) -> Line2D:
+    """A tolerance line across ``ax`` at ``value``; returns its legend entry."""
+    style: dict[str, Any] = {"ls": dash, "lw": 1.2, "color": "0.3"}
+    (ax.axvline if vertical else ax.axhline)(value, label="_tolerance", **style)
+    return Line2D([], [], label=label, **style)
+
+
+def _pick_names(labels, pick: str | None, width: int) -> list[str]:
+    """Each label wrapped to ``width``, the pick's marked as such."""
+    return [_wrap(label + (" (pick)" if label == pick else ""), width) for label in labels]
 
 
 def _pick_entry() -> Line2D:
@@ -385,13 +397,7 @@ def time_per_strategy(
     panels = [(t, r.reset_index(drop=True)) for t, r in panels if len(r)]
     if not panels:
         return None
-    names = {
-        title: [
-            _wrap(label + (" (pick)" if label == picks.get(title) else ""), NAME_WIDTH)
-            for label in rows["label"]
-        ]
-        for title, rows in panels
-    }
+    names = {t: _pick_names(rows["label"], picks.get(t), NAME_WIDTH) for t, rows in panels}
     heights = [_row_pitch(names[t]) * len(r) + 1.1 for t, r in panels]
     width = _names_width(n for t, _ in panels for n in names[t])
     # a title is centred over its axes, right of the names: wrapped to the axes' width
@@ -485,21 +491,16 @@ def accuracy_per_strategy(rows: pd.DataFrame) -> Figure | None:
     return finish(fig)
 
 
-def _offsets() -> list[tuple[int, int]]:
-    """Label offsets (points) tried in turn: beside the point first, then further above and
-    below with a leader line (straight up or down before aslant), right before left."""
-    far = [
-        (dx, sign * dy)
-        for across in ((9, -9), (40, -40))  # straight up or down first, then aslant
-        for dy in range(18, 180, 13)
-        for sign in (1, -1)
-        for dx in across
-    ]
-    return NEAR_OFFSETS + far
-
-
 NEAR_OFFSETS = [(6, 4), (6, -10), (-6, 4), (-6, -10)]  # beside the point: no leader line
-OFFSETS = _offsets()
+# Label offsets (points) tried in turn: beside the point first, then further above and below
+# with a leader line (straight up or down before aslant), right before left.
+OFFSETS = NEAR_OFFSETS + [
+    (dx, sign * dy)
+    for across in ((9, -9), (40, -40))
+    for dy in range(18, 180, 13)
+    for sign in (1, -1)
+    for dx in across
+]
 MARKER_HALF_PT = 3  # half a marker (points) kept clear of names: a point stays visible
 PICK_HALF_PT = math.sqrt(PICK_STYLE["s"]) / 2  # half the pick's star (its size is in pt^2)
 LABEL_GAP_PT = 3  # kept between two names
@@ -555,8 +556,7 @@ def name_points(ax, xs, ys, labels, renderer, clear_pt=None) -> None:
     cluster keeps every name, inside the axes). ``clear_pt``: points' half-widths kept clear
     of names (a bigger marker, such as the pick's star), ``MARKER_HALF_PT`` by default.
     The figure must have been laid out (drawn) with its limits final. Each label is
-    measured once and its box at every offset computed from that (a trial label per
-    offset, and a draw per panel, took seconds per report)."""
+    measured once and its box at every offset computed from that."""
     scale = ax.figure.dpi / 72.0  # points to pixels
     xs, ys, labels = list(xs), list(ys), list(labels)
     clear_pt = clear_pt if clear_pt is not None else [MARKER_HALF_PT] * len(labels)
@@ -626,7 +626,8 @@ def speed_vs_accuracy(
     strategy (``picks``: problem title -> label) starred; one full-width panel per problem
     (their times are not comparable, and names need the room)."""
     picks = picks or {}
-    panels = [(t, _timed_ok(r)) for t, r in problems]
+    # the newest ok row of each variant that has a time and an error to draw
+    panels = [(t, latest_ok(r).dropna(subset=["err_eps", "time_median_s"])) for t, r in problems]
     panels = [(t, r) for t, r in panels if len(r)]
     if not panels:
         return None
@@ -678,20 +679,11 @@ def speed_vs_accuracy(
     finish(fig)  # the layout and limits final where the names will be
     renderer = _renderer(fig)
     for ax, (title, ok) in zip(axes[:, 0], panels, strict=True):
-        names = [
-            _wrap(label + (" (pick)" if label == picks.get(title) else ""), POINT_NAME_WIDTH)
-            for label in ok["label"]
-        ]
+        names = _pick_names(ok["label"], picks.get(title), POINT_NAME_WIDTH)
         errors = ok["err_eps"].clip(lower=ZERO_ERR)
         clear = [PICK_HALF_PT if lb == picks.get(title) else MARKER_HALF_PT for lb in ok["label"]]
         name_points(ax, ok["time_median_s"] * 1e3, errors, names, renderer, clear)
     return fig
-
-
-def _timed_ok(rows: pd.DataFrame) -> pd.DataFrame:
-    """The newest ok row of each variant that has a time and an error to draw."""
-    ok = latest_ok(rows)
-    return ok[ok["err_eps"].notna() & ok["time_median_s"].notna()]
 
 
 def _eps(options: str) -> float | None:
@@ -728,9 +720,8 @@ def fd_error_vs_eps(rows: pd.DataFrame) -> Figure | None:
         ax.plot(group["eps"], group["rel_err"], marker="o", label=f"{strategy} {dtype} ({model})")
     handles = ax.get_legend_handles_labels()[0]
     for i, (dtype, tol) in enumerate(_relative_tolerances(curves)):
-        style = TOLERANCE_STYLES[i % len(TOLERANCE_STYLES)]
-        ax.axhline(tol, ls=style, lw=1.2, color="0.3", label="_tolerance")
-        handles.append(Line2D([], [], ls=style, color="0.3", label=f"tolerance {dtype}: {tol:.3g}"))
+        dash = TOLERANCE_STYLES[i % len(TOLERANCE_STYLES)]
+        handles.append(_across(ax, tol, dash, f"tolerance {dtype}: {tol:.3g}"))
     ax.legend(handles=handles, fontsize=SMALL)
     return finish(fig)
 
@@ -868,16 +859,8 @@ def sparsity_pattern(rows: pd.DataFrame) -> Figure | None:
     first = _spied(rows)
     if first.empty:
         return None
-    ncols = min(3, len(first))
-    nrows = math.ceil(len(first) / ncols)
-    fig, axes = plt.subplots(
-        nrows,
-        ncols,
-        figsize=(SPY_PANEL_IN * ncols + 0.4, (SPY_PANEL_IN + 0.6) * nrows),
-        squeeze=False,
-        layout="constrained",
-    )
-    for ax, (_, r) in zip(axes.flat, first.iterrows(), strict=False):
+    fig, axes = panel_grid(len(first), 3, (SPY_PANEL_IN, SPY_PANEL_IN + 0.6), (0.4, 0.0))
+    for ax, (_, r) in zip(axes, first.iterrows(), strict=True):
         jac = np.asarray(r["jacobian"], dtype=float).reshape(-1, int(r["n_out"]), int(r["n_in"]))
         ax.spy(jac[0], aspect="auto")  # an image of the nonzeros
         _style(ax)
@@ -891,8 +874,6 @@ def sparsity_pattern(rows: pd.DataFrame) -> Figure | None:
             f"density {float(r['pattern_density']):.0%}, {jac.shape[1]} x {jac.shape[2]}",
             fontsize=FONT,
         )
-    for ax in axes.flat[len(first) :]:
-        ax.remove()  # an empty cell of the grid
     return finish(fig)
 
 
@@ -916,17 +897,14 @@ def all_plots(rows: pd.DataFrame, problems: list[tuple[str, pd.DataFrame]]) -> d
     # rows of an accuracy question (timing=none) have no time to draw; a panel per problem
     # only up to MAX_PROBLEM_PANELS (the map's 150 problems would make a figure 90000 px tall:
     # its heat maps and the tables cover them)
-    timed = timed_problems(problems)
-    if len(timed) > MAX_PROBLEM_PANELS:
-        timed = []
+    every = timed_problems(problems)
+    timed = every if len(every) <= MAX_PROBLEM_PANELS else []
     figures = {
         "time_per_strategy": time_per_strategy(timed, picks),
         "accuracy_per_strategy": accuracy_per_strategy(rows),
         "speed_vs_accuracy": speed_vs_accuracy(timed, picks),
         "fd_error_vs_eps": fd_error_vs_eps(rows),
-        "time_vs_shape": time_vs_shape(
-            [(t, g.dropna(subset=["time_median_s"])) for t, g in problems]
-        ),
+        "time_vs_shape": time_vs_shape(every),
         "sparsity_pattern": sparsity_pattern(rows),
     }
     return {name: fig for name, fig in figures.items() if fig is not None}

@@ -82,7 +82,7 @@ def _options(text: object) -> dict:
 def _numpy_backed(rows: pd.DataFrame) -> pd.DataFrame:
     """A copy whose Arrow-backed columns (as parquet reads them) are NumPy-backed: every
     verdict selects and takes rows per problem and variant, and a take costs per column far
-    more on Arrow arrays (the map's 1950 rows: its cells 8.7 s Arrow-backed, 3.4 s not)."""
+    more on Arrow arrays."""
     columns = {}
     for name in rows.columns:
         column, dtype = rows[name], rows[name].dtype
@@ -170,11 +170,11 @@ def _standing_pairs(first: pd.DataFrame, again: pd.DataFrame) -> list[pd.DataFra
 @dataclass(frozen=True)
 class Moments:
     """One problem's rows read so that every verdict compares rows of one moment. Two jobs
-    are two moments: the map's re-timings ran 15-25% slower than its first round, in the
-    same process at the sweep's end, and ranked among the first round's times the re-timed
-    two fell behind a third never timed again. So the first round's rows rank every variant,
-    and two variants timed side by side (a pair that stands: ``_standing_pairs``) take their
-    two places in the order of that re-timing, with its rows."""
+    are two moments (a re-timing at the sweep's end can run slower than the first round, and
+    ranked among the first round's times would fall behind a variant never timed again). So
+    the first round's rows rank every variant, and two variants timed side by side (a pair
+    that stands: ``_standing_pairs``) take their two places in the order of that re-timing,
+    with its rows."""
 
     first: pd.DataFrame  # ``pick``'s first-round rows
     newest: pd.DataFrame  # ``pick``'s rows of any round (for a variant without a first round)

@@ -2,7 +2,7 @@
 
 glibc adapts its mmap and trim thresholds to what the process freed before, so a buffer of
 a few MiB is mapped fresh (pages faulted in again) or reused depending on the jobs that ran
-earlier in the process; at N = M = 1024 that decided which strategy won a cell (docs/map.md).
+earlier in the process, enough to decide which strategy wins (docs/map.md).
 The runner fixes both thresholds before each job and each row records the setting
 (``allocator``). Only the benchmark's runner calls this: the library never changes a
 process-wide setting.

@@ -19,10 +19,8 @@ from jacbench.core.contention import CONTENDED, contended
 
 MIN_BLOCKS = 6  # timed blocks per job: with 6, [min, max] is a 97% interval of the median
 CONFIDENCE = 0.95  # at least this coverage for the interval of the median
-# CONTENDED (jacbench.core.contention): a job timed while its process waited for its core
-# (CPU/wall per thread below it): its time rises with the machine's load (CPU time too, cold
-# caches after every switch: measured 1.2-1.5x on two cores beside a CPU-bound process), so a
-# difference is not its code's alone.
+# CONTENDED (jacbench.core.contention): a job timed while its process waited for its core;
+# its time (CPU time too: cold caches after every switch) is not its code's alone.
 
 
 def _binom_cdf(k: int, n: int) -> float:
@@ -93,6 +91,10 @@ def time_unit(seconds: float) -> tuple[str, float]:
     return "ns", 1e9
 
 
+def _name(row: Mapping[str, object]) -> str:
+    return str(row.get("label") or row.get("strategy") or "?")
+
+
 def _number(value: object) -> float | None:
     try:
         number = float(value)  # type: ignore[arg-type]  # any cell: what float() refuses is caught
@@ -119,7 +121,7 @@ def interval_of(
 ) -> Interval | None:
     """The interval recorded in a result row (a dict or a pandas Series), or None where the row
     has none: fewer than ``MIN_BLOCKS`` blocks, or an older row without blocks."""
-    label = name or str(row.get("label") or row.get("strategy") or "?")
+    label = name or _name(row)
     median = _number(row.get(f"{basis.value}_median_s"))
     low = _number(row.get(f"{basis.value}_ci_low_s"))
     high = _number(row.get(f"{basis.value}_ci_high_s"))
@@ -162,11 +164,7 @@ def compare_times(a: Mapping[str, object], b: Mapping[str, object]) -> Compariso
     ``verdict`` adds the loser's contention."""
     ia, ib = interval_of(a), interval_of(b)
     if ia is None or ib is None:
-        names = [
-            str(r.get("label") or r.get("strategy") or "?")
-            for r, iv in ((a, ia), (b, ib))
-            if iv is None
-        ]
+        names = [_name(r) for r, iv in ((a, ia), (b, ib)) if iv is None]
         return Comparison(
             Order.UNKNOWN,
             f"no confidence interval for {' and '.join(names)} (fewer than {MIN_BLOCKS} "
@@ -183,6 +181,13 @@ def settled_ratio(a: Mapping[str, object], b: Mapping[str, object]) -> float | N
     return found.ratio if found.decided else None
 
 
+def time_ratio(a: Mapping[str, object], b: Mapping[str, object]) -> float:
+    """A's time over B's: ``settled_ratio`` where the rule settles their order, else their
+    wall medians'."""
+    wall = float(a["time_median_s"]) / float(b["time_median_s"])  # type: ignore[arg-type]
+    return settled_ratio(a, b) or wall
+
+
 def contention(row: Mapping[str, object]) -> float | None:
     """The row's CPU/wall per thread where its process waited for its core while timed
     (below ``CONTENDED``); None where it did not, or the row does not say. Only on a CPU
@@ -191,10 +196,6 @@ def contention(row: Mapping[str, object]) -> float | None:
     if share is None or threads is None:
         return None
     return contended(share / max(threads, 1.0), str(row.get("device")))
-
-
-def _name(row: Mapping[str, object]) -> str:
-    return str(row.get("label") or row.get("strategy") or "?")
 
 
 def cpu_basis(*rows: Mapping[str, object]) -> Basis:
@@ -245,12 +246,11 @@ def _by_ratio(
     a: Mapping[str, object], b: Mapping[str, object], ratio: Interval, basis: Basis
 ) -> Comparison:
     """The verdict of a side-by-side pair from its ratio's interval (1 inside: tied)."""
-    ia, ib = interval_of(a, basis=basis), interval_of(b, basis=basis)
     busy_note = f" ({BUSY})" if basis != Basis.WALL else ""
-    both = f"; {_name(a)} {ia.text() if ia else '-'} vs {_name(b)} {ib.text() if ib else '-'}"
+    ta, tb = _texts(a, b, basis)
+    both = f"; {_name(a)} {ta} vs {_name(b)} {tb}"
     if basis != Basis.WALL:
-        wa, wb = interval_of(a), interval_of(b)
-        both += f"; wall time {wa.text() if wa else '-'} vs {wb.text() if wb else '-'}"
+        both += "; wall time {} vs {}".format(*_texts(a, b))
     told = (
         f"{_name(a)} / {_name(b)} across {ratio.n_blocks} interleaved blocks "
         f"{digits(ratio.median)} [{digits(ratio.low)}-{digits(ratio.high)}]{busy_note}{both}"
@@ -270,9 +270,15 @@ def _by_cpu(a: Mapping[str, object], b: Mapping[str, object]) -> Comparison | No
     if ia is None or ib is None:
         return None
     found = compare_intervals(ia, ib, basis)
-    wa, wb = interval_of(a), interval_of(b)
-    wall = f"wall time {wa.text() if wa else '-'} vs {wb.text() if wb else '-'}"
+    wall = "wall time {} vs {}".format(*_texts(a, b))
     return Comparison(found.order, f"{found.text} ({BUSY}; {wall})", basis, found.ratio)
+
+
+def _texts(
+    a: Mapping[str, object], b: Mapping[str, object], basis: Basis = Basis.WALL
+) -> list[str]:
+    """Each row's interval on ``basis`` as text, "-" where it has none."""
+    return [iv.text() if iv else "-" for iv in (interval_of(r, basis=basis) for r in (a, b))]
 
 
 def verdict(a: Mapping[str, object], b: Mapping[str, object]) -> Comparison:
