@@ -319,7 +319,7 @@ class LastProblem:
 
 
 SAMPLE = 32  # columns and rows a sampled reference computes
-SAMPLED, SAMPLED_METHOD = "sampled", "sampled_float64"
+SAMPLED_METHOD = "sampled_float64"
 
 
 @dataclass(frozen=True)

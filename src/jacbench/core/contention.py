@@ -1,5 +1,5 @@
 """Whether this process waited for a core while it timed something: auto does not remember
-a calibration made under load (a loaded machine once made it keep ``autograd_loop`` for good).
+a calibration made under load.
 
 On Linux every thread's ``schedstat`` says how long it ran and how long it waited, runnable,
 in a run queue; ran / (ran + waited) over the process's threads is the share of the time it

@@ -2,11 +2,11 @@
 
 Python raises SIGINT as a KeyboardInterrupt at whatever bytecode runs next. When that is
 inside a ``torch.func`` transform, functorch's C++ clean-up can raise its own RuntimeError
-in its place (``!dynamicLayerStack.empty() INTERNAL ASSERT FAILED``: 14 of 3000 interrupts
-of a timed ``jacrev`` here), and the job was recorded as failed; a library's bare ``except:``
-or a ``__del__`` can swallow it, and the job went on timing. While ``watched`` is active,
-SIGINT is also remembered, so the job can tell an interrupt from a failure; SIGTERM and SIGHUP
-stop the job the same way (``Terminated``), so a sweep killed by SLURM closes its records.
+in its place (``!dynamicLayerStack.empty() INTERNAL ASSERT FAILED``), which reads as a
+failure; a library's bare ``except:`` or a ``__del__`` can swallow it. While ``watched`` is
+active, SIGINT is also remembered, so the job can tell an interrupt from a failure; SIGTERM
+and SIGHUP stop the job the same way (``Terminated``), so a sweep killed by SLURM closes its
+records.
 """
 
 from __future__ import annotations

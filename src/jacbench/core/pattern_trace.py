@@ -129,10 +129,6 @@ def _is_floating(value: Any) -> bool:
     return isinstance(value, (float, torch.SymFloat))
 
 
-def _floating(node: torch.fx.Node) -> bool:
-    return _is_floating(_val(node))
-
-
 class Traced(Protocol):
     """A traced graph: make_fx's GraphModule (constants as its attributes, read by get_attr
     nodes) or a ``dispatch_trace.Recording`` (constants in the nodes' arguments)."""
@@ -190,7 +186,8 @@ class Propagation:
             return args[0][args[1]]
         if not deps:  # constants only: evaluate them (the model's weights, masks, indices)
             return target(*args, **kwargs)
-        if not _floating(node) or target in NO_DERIVATIVE or not any(d.floating for d in deps):
+        floating = _is_floating(_val(node)) and any(d.floating for d in deps)
+        if not floating or target in NO_DERIVATIVE:
             return self._no_derivative(node)
         name = _op_name(target)
         rule = RULES.get(name)

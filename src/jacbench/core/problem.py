@@ -159,11 +159,6 @@ class VmapOrLoop:
         return Batched(many) if agree else loop
 
 
-def _decided(many: VmapOrLoop, x: torch.Tensor) -> VmapOrLoop:
-    many._chosen = many.choose(x)
-    return many
-
-
 def make_problem(
     name: str,
     module: nn.Module,
@@ -230,7 +225,8 @@ def make_problem(
 
         x = flat_params.vector()
         output = first_output(name, lambda: flat_params.call(x, fixed_input), x.dtype)
-        f_many = _decided(VmapOrLoop(f), x)
+        f_many = VmapOrLoop(f)
+        f_many._chosen = f_many.choose(x)
         analytic_fn = None
     else:
         raise ConfigError(f"unknown wrt {wrt!r}; valid choices: {', '.join(WRT_CHOICES)}")

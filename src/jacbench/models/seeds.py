@@ -5,7 +5,7 @@ from __future__ import annotations
 import torch
 from torch import nn
 
-from jacbench.models.mlp import ACTIVATIONS
+from jacbench.models.mlp import MLP
 
 REDUCTIONS = ("none", "sum")
 
@@ -74,11 +74,7 @@ class Residual(nn.Module):
         activation: str = "tanh",
     ) -> None:
         super().__init__()
-        if activation not in ACTIVATIONS:
-            raise ValueError(f"unknown activation {activation!r}; valid: {', '.join(ACTIVATIONS)}")
-        self.net = nn.Sequential(
-            nn.Linear(n_in, hidden), ACTIVATIONS[activation](), nn.Linear(hidden, n_out)
-        )
+        self.net = MLP(n_in, hidden, n_out, depth=1, activation=activation)
         self.input_shape = (n_samples, n_in)
         self.register_buffer("targets", torch.randn(n_samples, n_out))
 

@@ -231,38 +231,6 @@ def _checked(
     return Declared(jac, info, finite_entries=entries)
 
 
-def _read_back(
-    compressed: Callable, problem: Problem, opts: SparseOptions, index: torch.Tensor
-) -> Callable:
-    """The nonzeros, in the pattern's order, from the compressed passes (one row per colour,
-    compiled where ``compile``) by a precomputed linear index into them. The gather stays out
-    of the compiled graph: inductor's indirect indexing costs more than the passes."""
-    many = per_point(problem, compressed)
-    passes = compile_checked(many, problem.x) if opts.compile else many  # dynamo's guards
-    return lambda x: passes(x).flatten(-2).index_select(-1, index)
-
-
-def _read_back_eager(passes: Callable, index: torch.Tensor) -> Callable:
-    """The nonzeros from plain autograd's passes (``passes="autograd"``), as ``_read_back``
-    reads them; the passes handle a batch of points themselves."""
-    return lambda x: passes(x).flatten(-2).index_select(-1, index)
-
-
-def _values(
-    problem: Problem,
-    opts: SparseOptions,
-    index: torch.Tensor,
-    compressed: Callable,
-    autograd_passes: Callable,
-) -> Callable:
-    """The nonzeros at x by ``opts.passes``: torch.func's ``compressed`` passes, or plain
-    autograd's (``autograd_passes(batched, x)``, batched over the colours or one at a time)."""
-    if opts.passes == "functorch":
-        return _read_back(compressed, problem, opts, index)
-    batched = opts.passes == "autograd_batched"
-    return _read_back_eager(functools.partial(autograd_passes, batched), index)
-
-
 @torch.enable_grad()
 def _reverse_twice(
     problem: Problem, seed: torch.Tensor, batched: bool, x: torch.Tensor
@@ -309,47 +277,53 @@ def _per_colour(
             for c in range(colours)
         ]  # fmt: skip
         stacked = torch.stack([autograd._or_zeros(g, wrt) for g in each], dim=1)
-    return _per_point(problem, stacked)
+    return stacked if problem.batch > 1 else stacked[0]  # as the compressed passes give it
 
 
-def _per_point(problem: Problem, stacked: torch.Tensor) -> torch.Tensor:
-    """(B, n_colors, K) as the compressed passes give it: per point, or one point's."""
-    return stacked if problem.batch > 1 else stacked[0]
+def _coloured(problem: Problem, opts: SparseOptions, by_rows: bool) -> Declared:
+    """One compressed pass per colour, the nonzeros read back in the pattern's order by a
+    precomputed linear index: JVPs along the column colours, or VJPs along the row colours
+    (``by_rows``), by ``opts.passes``: torch.func's vmapped passes (compiled where
+    ``compile``; the gather stays out of the compiled graph, where inductor's indirect
+    indexing costs more than the passes), or plain autograd's (batched over the colours or
+    one at a time; they handle a batch of points themselves)."""
+    pattern, colors, seed, assemble, info = _setup(problem, opts, by_rows=by_rows)
+    f = problem.f
+    if by_rows:
+
+        def compressed(x: torch.Tensor) -> torch.Tensor:  # (n_colors, N) = seed @ J
+            _, pullback = torch.func.vjp(f, x)  # type: ignore[misc]  # stub: or has_aux's triple
+            return torch.func.vmap(pullback)(seed)[0]
+
+        index, eager = colors[pattern.rows] * problem.n_in + pattern.cols, _reverse_by_rows
+    else:
+
+        def compressed(x: torch.Tensor) -> torch.Tensor:  # (n_colors, M) = (J @ seed.T).T
+            return torch.func.vmap(lambda s: torch.func.jvp(f, (x,), (s,))[1])(seed)
+
+        index, eager = colors[pattern.cols] * problem.n_out + pattern.rows, _reverse_twice
+    if opts.passes == "functorch":
+        many = per_point(problem, compressed)
+        passes = compile_checked(many, problem.x) if opts.compile else many  # dynamo's guards
+    else:
+        passes = functools.partial(eager, problem, seed, opts.passes == "autograd_batched")
+
+    def jac(x: torch.Tensor) -> torch.Tensor:
+        return assemble(passes(x).flatten(-2).index_select(-1, index))
+
+    return _checked(problem, jac, pattern, info, assemble)
 
 
 @strategy(Kind.EXACT, Mode.FORWARD, options=SparseOptions, batch=True)
 def sparse_jacfwd(problem: Problem, opts: SparseOptions):
     """Column colouring: one vmapped JVP per colour, nonzeros read back (exact)."""
-    pattern, colors, seed, assemble, info = _setup(problem, opts, by_rows=False)
-    entry_colors = colors[pattern.cols]
-    f = problem.f
-
-    def compressed(x: torch.Tensor) -> torch.Tensor:  # (n_colors, M) = (J @ seed.T).T
-        return torch.func.vmap(lambda s: torch.func.jvp(f, (x,), (s,))[1])(seed)
-
-    index = entry_colors * problem.n_out + pattern.rows
-    values = _values(
-        problem, opts, index, compressed, functools.partial(_reverse_twice, problem, seed)
-    )
-    return _checked(problem, lambda x: assemble(values(x)), pattern, info, assemble)
+    return _coloured(problem, opts, by_rows=False)
 
 
 @strategy(Kind.EXACT, Mode.REVERSE, options=SparseOptions, batch=True)
 def sparse_jacrev(problem: Problem, opts: SparseOptions):
     """Row colouring: one vmapped VJP per colour, nonzeros read back (exact)."""
-    pattern, colors, seed, assemble, info = _setup(problem, opts, by_rows=True)
-    entry_colors = colors[pattern.rows]
-    f = problem.f
-
-    def compressed(x: torch.Tensor) -> torch.Tensor:  # (n_colors, N) = seed @ J
-        _, pullback = torch.func.vjp(f, x)  # type: ignore[misc]  # stub: or has_aux's triple
-        return torch.func.vmap(pullback)(seed)[0]
-
-    index = entry_colors * problem.n_in + pattern.cols
-    values = _values(
-        problem, opts, index, compressed, functools.partial(_reverse_by_rows, problem, seed)
-    )
-    return _checked(problem, lambda x: assemble(values(x)), pattern, info, assemble)
+    return _coloured(problem, opts, by_rows=True)
 
 
 @strategy(Kind.APPROXIMATE, Mode.NUMERIC, options=SparseFdOptions, batch=True)
