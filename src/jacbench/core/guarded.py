@@ -115,7 +115,8 @@ class Guarded:
             (value,) = gm.forward(*args)  # one output: f's value (no module hooks of its own)
             return value
 
-        if len(_outputs(gm)) != 1:
+        out = next(n for n in gm.graph.nodes if n.op == "output").args[0]
+        if isinstance(out, (tuple, list)) and len(out) != 1:
             raise NotCaptured("f's graph has outputs besides f's value (it changes state)")
         built: list[Callable[..., Any]] = []
         failed: list[NotCaptured] = []
@@ -162,9 +163,3 @@ class Guarded:
                 RuntimeWarning,
                 stacklevel=2,
             )
-
-
-def _outputs(gm: torch.fx.GraphModule) -> tuple[Any, ...]:
-    output = next(n for n in gm.graph.nodes if n.op == "output")
-    out = output.args[0]
-    return tuple(out) if isinstance(out, (tuple, list)) else (out,)

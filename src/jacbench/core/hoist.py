@@ -50,11 +50,6 @@ def _value(node: fx.Node, values: dict[fx.Node, object]) -> object:
     return node.target(*args, **kwargs)
 
 
-def _seeded(node: fx.Node) -> bool:
-    """Random numbers: never computed once for all calls."""
-    return torch.Tag.nondeterministic_seeded in getattr(node.target, "tags", ())
-
-
 def hoist(gm: fx.GraphModule) -> int:
     """Replace, in place, the uses of input-free nodes by their values; returns how many
     constants the graph now holds. Nothing is changed (0) where input data would be written
@@ -65,7 +60,8 @@ def hoist(gm: fx.GraphModule) -> int:
         if node.op != "call_function":
             continue
         inputs = _inputs(node)
-        if all(n in values for n in inputs) and not _seeded(node):
+        seeded = torch.Tag.nondeterministic_seeded in getattr(node.target, "tags", ())
+        if all(n in values for n in inputs) and not seeded:  # random numbers: drawn each call
             if mutates(node) and read:
                 return 0  # written after a use: the use saw the tensor as it was before
             try:

@@ -35,10 +35,6 @@ class FdOptions:
             )
 
 
-def default_eps(dtype: torch.dtype, central: bool) -> float:
-    return machine_eps(dtype) ** (1 / 3 if central else 1 / 2)
-
-
 def steps(x: torch.Tensor, eps: float) -> torch.Tensor:
     """Per-coordinate steps, rounded so that x + h - x == h exactly in x's dtype."""
     h = eps * torch.clamp(x.abs(), min=1.0)
@@ -48,7 +44,8 @@ def steps(x: torch.Tensor, eps: float) -> torch.Tensor:
 def step_size(problem: Problem, eps: float | None, central: bool) -> float:
     """The relative step to use (``eps`` of the options; None: the dtype's default), refused
     where the dtype cannot represent x + h."""
-    eps = eps if eps is not None else default_eps(problem.dtype, central)
+    if eps is None:  # the textbook optimum: sqrt (forward) or cbrt (central) of machine eps
+        eps = machine_eps(problem.dtype) ** (1 / 3 if central else 1 / 2)
     vanished = int((steps(problem.x, eps) == 0).sum())
     if vanished:
         raise StrategySkip(
