@@ -30,7 +30,7 @@ from jacbench.run.identity import identify
 from jacbench.run.job import Job, make_job
 from jacbench.run.pair import Pair
 from jacbench.run.runner import Ending, classify, combine, refused, started
-from jacbench.run.stages import call_once, judge, reference, time_and_memory
+from jacbench.run.stages import build, call_once, judge, reference, time_and_memory
 from jacbench.timing.measure import side_by_side, torch_threads
 
 # What both of a pair must share: they are timed on one problem.
@@ -85,6 +85,7 @@ def _measure_pair(jobs: list[Job], records: list[list[Any]], stage: list[int]) -
     judged = []
     for index, job in enumerate(jobs):
         stage[0] = index
+        build(job, records[index], problem)
         against = reference(job, problem, records[index], shared)
         called = call_once(job, problem, records[index])
         judged.append(judge(job, problem, called, against, records[index]))

@@ -112,9 +112,11 @@ class Judged:
     started: float  # perf_counter at the first call's start (the job's measure_s counts from it)
 
 
-def build(job: Job, records: list[Any]) -> Problem:
-    """The job's problem, its shape and output recorded, checked to fit in memory."""
-    problem = build_problem(job.model, job.dtype, job.device, job.seed)
+def build(job: Job, records: list[Any], problem: Problem | None = None) -> Problem:
+    """The job's problem (``problem``: built already, shared by a side-by-side pair), its
+    shape and output recorded, checked to fit in memory."""
+    if problem is None:
+        problem = build_problem(job.model, job.dtype, job.device, job.seed)
     records.append(ProblemShape(problem.wrt, problem.n_in, problem.n_out, problem.batch))
     shape = (problem.n_out, problem.n_in, problem.batch)
     sparse = getattr(job.options, "output", "dense") != "dense" or (
