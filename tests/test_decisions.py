@@ -371,3 +371,20 @@ def test_what_building_a_tier_cost_is_measured_remembered_and_read_by_the_next_p
     again = jacbench.prepare(f, x, patience=0.0)
     assert again.tiers is not None and again.tiers.stages[0].cost_s == measured["batched"]
     assert again.tiers.stages[1].cost_s == auto_module.COST_ESTIMATES_S[auto_module.Tier.FOLDED]
+
+
+def test_where_the_last_tier_was_reached_here_before_patience_goes_straight_for_it(cache):
+    folder, _ = cache
+    x = torch.randn(5, dtype=torch.float64)
+    jacbench.prepare(f, x, patience=0.0)(x)  # measures the batched tier
+    (entry,) = folder.glob("*.json")
+    data = json.loads(entry.read_text())
+    assert [s.tier for s in jacbench.prepare(f, x, patience=0.0).tiers.stages] == [
+        "batched",
+        "folded",
+        "compiled",
+    ]
+    data["build_s"]["compiled"] = 2.5  # as a run that reached the compiled tier leaves it
+    entry.write_text(json.dumps(data))
+    stages = jacbench.prepare(f, x, patience=0.0).tiers.stages
+    assert [(s.tier, s.cost_s) for s in stages] == [("compiled", 2.5)]

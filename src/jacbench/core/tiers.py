@@ -1,13 +1,13 @@
 """A prepared Jacobian that answers by its cheapest form until the caller settles it.
 
 Faster forms (batched passes, a folded graph, compiled code) cost seconds once to build.
-Nothing is built behind the caller (a build thread reached its forward AD, exit and forks):
-``settle()`` builds the last form that can be built, now, in the caller's thread; with a
-``patience`` the call at which the calls since the last move spent that many times the next
-form's cost builds it (ski rental). A new form's first answer is checked at the prepared
-point (``jacbench.core.agreement``): where wrong or failing it is refused, said once and
-recorded (``Tiered.refused``); a traced form captured again at nearly every call
-(``RetraceStorm``) gives way to the last form that traces nothing.
+Nothing is built behind the caller: ``settle()`` builds the last form that can be built,
+now, in the caller's thread; with a ``patience`` the call at which the calls since the last
+move spent that many times the next form's cost builds it (ski rental), both counted in the
+process's CPU time (what neighbours on a busy machine leave alone). A new form's first
+answer is checked at the prepared point (``jacbench.core.agreement``): where wrong or
+failing it is refused, said once and recorded (``Tiered.refused``); a traced form captured
+again at nearly every call (``RetraceStorm``) gives way to the last form that traces nothing.
 """
 
 from __future__ import annotations
@@ -86,14 +86,14 @@ class Tiered:
 
     def _answer(self, x: torch.Tensor, both: bool) -> Any:
         form = self.current
-        start = time.perf_counter()
+        start = time.process_time()
         try:
             out = form.raw_both(x) if both else form.raw(x)
         except RetraceStorm as exc:
             form = self._stormed(form, exc)
             return form.raw_both(x) if both else form.raw(x)
         if self.patience is not None and self.stages:
-            self.spent_s += time.perf_counter() - start
+            self.spent_s += time.process_time() - start
             if self.spent_s >= self.patience * self.stages[0].cost_s:
                 self._move()
         return out
@@ -135,12 +135,12 @@ class Tiered:
     def _built(self, stage: Stage) -> bool:
         """Build ``stage`` and check its first answer (where its code is compiled); False
         where it cannot be built here. What that took is reported to ``measured``."""
-        start = time.perf_counter()
+        start = time.process_time()
         built = self._build(stage)
         if built is None:
             return False
         if self._checked(stage, built) and self._measured is not None:
-            self._measured(stage.tier, time.perf_counter() - start)
+            self._measured(stage.tier, time.process_time() - start)
         return True
 
     def _build(self, stage: Stage) -> Prepared | None:

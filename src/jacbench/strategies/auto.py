@@ -353,6 +353,8 @@ def tiered(problem: Problem, opts: AutoOptions) -> Declared:
         )
         for t, n, o in later
     ]
+    if later and costs.reached(later[-1][0]):  # an earlier run here went that far: so may this
+        stages = stages[-1:]
     f = problem.f if problem.batch == 1 else problem.f_many
 
     def check(x: torch.Tensor, jacobian: object) -> str:
@@ -371,9 +373,10 @@ def tiered(problem: Problem, opts: AutoOptions) -> Declared:
 
 
 class BuildCosts:
-    """What building each tier cost on this machine, remembered under the problem's
-    decision key (``jacbench.core.decisions``); ``COST_ESTIMATES_S`` until one was measured
-    here, or where remembering is off."""
+    """What building each tier cost on this machine (CPU seconds of the process: its build
+    and first checked answer), remembered under the problem's decision key
+    (``jacbench.core.decisions``); ``COST_ESTIMATES_S`` until one was measured here, or
+    where remembering is off."""
 
     def __init__(self, key: str, first: str) -> None:
         remembered = decisions.recall(key) if key else None
@@ -382,6 +385,11 @@ class BuildCosts:
 
     def of(self, tier: Tier) -> float:
         return self.seconds.get(tier.value, COST_ESTIMATES_S[tier])
+
+    def reached(self, tier: Tier) -> bool:
+        """Whether ``tier`` was built and checked here before: a later run's patience then
+        goes straight for it (the tiers between cost builds a run that long does not need)."""
+        return tier.value in self.seconds
 
     def measured(self, tier: str, seconds: float) -> None:
         self.seconds[tier] = min(seconds, decisions.MAX_BUILD_S)
