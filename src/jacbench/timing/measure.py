@@ -15,7 +15,7 @@ import sys
 import time
 from collections.abc import Callable, Hashable, Iterator
 from dataclasses import dataclass
-from typing import TypeVar
+from typing import Any, TypeVar
 
 import torch
 from torch.utils import benchmark
@@ -121,6 +121,11 @@ def spread_warning(m: benchmark.Measurement) -> str:
     return f"Interquartile range is {100 * m.iqr / m.median:.1f}% of the median measurement. {why}"
 
 
+def _clocks() -> tuple[float, float, float]:
+    """Wall, process CPU and this thread's CPU seconds now."""
+    return time.perf_counter(), time.process_time(), time.thread_time()
+
+
 class _WallAndCpu:
     """The timer handed to torch.utils.benchmark: returns wall time as usual and notes the
     process's and the timing thread's CPU time beside it. timeit reads the timer exactly twice
@@ -132,13 +137,14 @@ class _WallAndCpu:
         self._start: tuple[float, float, float] | None = None
 
     def __call__(self) -> float:
-        wall, cpu, own = time.perf_counter(), time.process_time(), time.thread_time()
+        now = _clocks()
         if self._start is None:
-            self._start = (wall, cpu, own)
+            self._start = now
         else:
-            self.cpu_of_block[wall - self._start[0]] = (cpu - self._start[1], own - self._start[2])
+            wall, cpu, own = (end - begin for end, begin in zip(now, self._start, strict=True))
+            self.cpu_of_block[wall] = (cpu, own)
             self._start = None
-        return wall
+        return now[0]
 
 
 def time_steady_state(prep: Prepared, x: torch.Tensor, timing: TimingConfig) -> Timing:
@@ -175,31 +181,21 @@ def from_blocks(
     own: list[float],
 ) -> Timing:
     """The timing record of blocks of ``number`` calls each: their wall, process CPU and
-    timed thread's CPU seconds."""
+    timed thread's CPU seconds; each clock gives its per-call blocks, median and interval."""
+    fields: dict[str, Any] = {}
+    for clock, blocks in {"time": walls, "cpu": cpus, "thread_cpu": own}.items():
+        per_call = [b / number for b in blocks]
+        low, high = median_interval(per_call)
+        fields |= {f"{clock}_blocks_s": per_call, f"{clock}_median_s": statistics.median(per_call)}
+        fields |= {f"{clock}_ci_low_s": float(low), f"{clock}_ci_high_s": float(high)}
     m = benchmark.Measurement(number, walls, task)
-    per_call = [w / number for w in walls]
-    cpu_per_call = [c / number for c in cpus]
-    own_per_call = [c / number for c in own]
-    low, high = median_interval(per_call)
-    cpu_low, cpu_high = median_interval(cpu_per_call)
-    own_low, own_high = median_interval(own_per_call)
+    fields["time_median_s"] = float(m.median)  # torch's median, beside its IQR and warning
     return Timing(
-        time_median_s=float(m.median),
+        **fields,
         time_iqr_s=float(m.iqr),
         n_timed=int(number * len(walls)),
         timing_warning=spread_warning(m),
         n_blocks=len(walls),
-        time_ci_low_s=float(low),
-        time_ci_high_s=float(high),
-        time_blocks_s=per_call,
-        cpu_blocks_s=cpu_per_call,
-        cpu_median_s=statistics.median(cpu_per_call),
-        cpu_ci_low_s=float(cpu_low),
-        cpu_ci_high_s=float(cpu_high),
-        thread_cpu_blocks_s=own_per_call,
-        thread_cpu_median_s=statistics.median(own_per_call),
-        thread_cpu_ci_low_s=float(own_low),
-        thread_cpu_ci_high_s=float(own_high),
         cpu_wall_ratio=float(sum(cpus) / sum(walls)),
         load_avg_1m=float(os.getloadavg()[0]),
     )
@@ -218,24 +214,20 @@ def side_by_side(
         start = time.perf_counter()
         call()
         numbers[name] = max(1, int(block_s / max(time.perf_counter() - start, 1e-9)))
-    walls: dict[K, list[float]] = {name: [] for name in calls}
-    cpus: dict[K, list[float]] = {name: [] for name in calls}
-    owns: dict[K, list[float]] = {name: [] for name in calls}
+    spent: dict[K, tuple[list[float], ...]] = {name: ([], [], []) for name in calls}
     names = list(calls)
     for r in range(rounds):
         for name in names[r % len(names) :] + names[: r % len(names)]:
             check_interrupt()
-            call, number = calls[name], numbers[name]
-            wall, cpu, own = time.perf_counter(), time.process_time(), time.thread_time()
-            for _ in range(number):
-                call()
-            walls[name].append(time.perf_counter() - wall)
-            cpus[name].append(time.process_time() - cpu)
-            owns[name].append(time.thread_time() - own)
+            begun = _clocks()
+            for _ in range(numbers[name]):
+                calls[name]()
+            for blocks, end, begin in zip(spent[name], _clocks(), begun, strict=True):
+                blocks.append(end - begin)
     task = benchmark.utils.common.TaskSpec("side by side", "")
     return {
-        name: from_blocks(walls[name], cpus[name], numbers[name], task, owns[name])
-        for name in names
+        name: from_blocks(walls, cpus, numbers[name], task, owns)
+        for name, (walls, cpus, owns) in spent.items()
     }
 
 
