@@ -58,13 +58,23 @@ class Dep:
 
     @property
     def numel(self) -> int:
-        return int(np.prod(self.shape, dtype=np.int64))
+        return _numel(self.shape)
+
+
+def _numel(shape: tuple[int, ...]) -> int:
+    return int(np.prod(shape, dtype=np.int64))
+
+
+def _each(value: Any, make: Callable[[Any], Any]) -> Any:
+    """``make(value)``, or ``make`` of each item where ``value`` is an op's list of outputs."""
+    if isinstance(value, (list, tuple)):
+        return type(value)(make(v) for v in value)
+    return make(value)
 
 
 def _empty(shape: tuple[int, ...], n: int) -> Dep:
     """A value that varies with the input but carries no derivative (a mask, an index)."""
-    numel = int(np.prod(shape, dtype=np.int64))
-    return Dep(shape, sp.csr_array((numel, n), dtype=bool), floating=False)
+    return Dep(shape, sp.csr_array((_numel(shape), n), dtype=bool), floating=False)
 
 
 def _select(rows: sp.csr_array, index: np.ndarray) -> sp.csr_array:
@@ -114,11 +124,13 @@ def _val(node: Any) -> Any:
     return node.meta.get("val") if isinstance(node, torch.fx.Node) else None
 
 
+def _shape_of(value: Any) -> tuple[int, ...]:
+    """A tensor's shape as ints; () for anything else (a Python number)."""
+    return tuple(int(s) for s in value.shape) if isinstance(value, torch.Tensor) else ()
+
+
 def _shape(node: torch.fx.Node) -> tuple[int, ...]:
-    value = _val(node)
-    if isinstance(value, torch.Tensor):
-        return tuple(int(s) for s in value.shape)
-    return ()
+    return _shape_of(_val(node))
 
 
 def _is_floating(value: Any) -> bool:
@@ -202,10 +214,7 @@ class Propagation:
     def _no_derivative(self, node: torch.fx.Node) -> Any:
         """Integer and boolean values (masks, indices) carry no derivative; their values may
         depend on the input, which the rules of their users take into account."""
-        value = _val(node)
-        if isinstance(value, (list, tuple)):
-            return type(value)(_empty(tuple(v.shape), self.n) for v in value)
-        return _empty(_shape(node), self.n)
+        return _each(_val(node), lambda v: _empty(_shape_of(v), self.n))
 
     def _fresh(self, node: torch.fx.Node, args: tuple, kwargs: dict) -> Any:
         """A new tensor shaped like its operand (``zeros_like``, ``new_ones``, ``empty_like``):
@@ -225,9 +234,8 @@ class Propagation:
                 return torch.zeros(arg.shape, dtype=value.dtype) if isinstance(arg, Dep) else arg
 
             return node.target(*tree_map(placeholder, args), **kwargs)
-        numel = int(np.prod(tuple(value.shape), dtype=np.int64))
-        rows = sp.csr_array((numel, self.n), dtype=bool)
-        return Dep(tuple(int(s) for s in value.shape), rows, floating=_is_floating(value))
+        shape = _shape_of(value)
+        return Dep(shape, _empty(shape, self.n).rows, floating=_is_floating(value))
 
     def _dense(self, node: torch.fx.Node, deps: list[Dep]) -> Any:
         """The conservative rule: every output element depends on all the operands do."""
@@ -236,27 +244,21 @@ class Propagation:
         def spread(shape: tuple[int, ...], floating: bool = True) -> Dep:
             if not floating:
                 return _empty(shape, self.n)
-            numel = int(np.prod(shape, dtype=np.int64))
+            numel = _numel(shape)
             if numel * union.nnz > DENSE_PAIRS:
                 target = getattr(node.target, "_opname", node.target)
                 raise Unprovable(f"{target} makes {numel} x {union.nnz} entries depend on all")
             return Dep(shape, _select(union, np.zeros(numel, dtype=np.int64)))
 
-        value = _val(node)
-        if isinstance(value, (list, tuple)):
-            return type(value)(spread(tuple(v.shape), _is_floating(v)) for v in value)
-        return spread(_shape(node))
+        return _each(_val(node), lambda v: spread(_shape_of(v), _is_floating(v)))
 
     def _pointwise(self, node: torch.fx.Node, args: tuple) -> Dep:
         shape = _shape(node)
-        numel = int(np.prod(shape, dtype=np.int64))
         parts = [_broadcast(a, shape) for a in args if isinstance(a, Dep)]
-        rows = _union(parts, numel, self.n)
-        if node.target in (aten.mul.Tensor,):  # a constant zero factor folds its product away
+        rows = _union(parts, _numel(shape), self.n)
+        if node.target == aten.mul.Tensor:  # a constant zero factor folds its product away
             for other in args:
-                if isinstance(other, torch.Tensor) and not other.is_floating_point():
-                    continue
-                if isinstance(other, torch.Tensor):
+                if isinstance(other, torch.Tensor) and other.is_floating_point():
                     zero = (other == 0).broadcast_to(shape).reshape(-1).numpy()
                     if zero.any():
                         rows = _keep_rows(rows, ~zero)
@@ -295,9 +297,7 @@ class Propagation:
                 raise Unprovable(f"{node.target} did not move whole elements")
             return Dep(tuple(out.shape), _select(stacked, index.astype(np.int64)))
 
-        if isinstance(moved, (list, tuple)):
-            return type(moved)(back(m) for m in moved)
-        return back(moved)
+        return _each(moved, back)
 
 
 def _mm(prop: Propagation, a: Any, b: Any, m: int, k: int, p: int) -> sp.csr_array:
@@ -367,7 +367,7 @@ def _reduced_dims(node: torch.fx.Node, args: tuple) -> list[int]:
 def _slices(source: Dep, dims: list[int]) -> tuple[sp.csr_array, np.ndarray]:
     """(the inputs each slice along ``dims`` depends on, the slice of each element)."""
     group_shape = [1 if d in dims else s for d, s in enumerate(source.shape)]
-    groups = torch.arange(int(np.prod(group_shape, dtype=np.int64))).reshape(group_shape)
+    groups = torch.arange(_numel(tuple(group_shape))).reshape(group_shape)
     group_of = groups.broadcast_to(source.shape).reshape(-1).numpy()
     gather = sp.csr_array(
         (np.ones(len(group_of), dtype=bool), (group_of, np.arange(len(group_of)))),
@@ -386,20 +386,16 @@ def _along_dims_rule(prop: Propagation, node: torch.fx.Node, args: tuple, kwargs
     per_group, group_of = _slices(source, _reduced_dims(node, args))
 
     def shaped(out: Any) -> Dep:
-        shape = tuple(int(s) for s in out.shape)
-        numel = int(np.prod(shape, dtype=np.int64))
+        shape = _shape_of(out)
         if not out.is_floating_point():
             return _empty(shape, prop.n)
-        if numel == per_group.shape[0]:  # a reduction: one output per slice
+        if _numel(shape) == per_group.shape[0]:  # a reduction: one output per slice
             return Dep(shape, per_group)
         if shape == tuple(source.shape):  # along the dim, same shape (softmax, cumsum, sort)
             return Dep(shape, _select(per_group, group_of))
         return prop._dense(node, [source])
 
-    value = _val(node)
-    if isinstance(value, (list, tuple)):
-        return type(value)(shaped(v) for v in value)
-    return shaped(value)
+    return _each(_val(node), shaped)
 
 
 def _cross_rule(prop: Propagation, node: torch.fx.Node, args: tuple, kwargs: dict) -> Dep:
@@ -413,20 +409,19 @@ def _cross_rule(prop: Propagation, node: torch.fx.Node, args: tuple, kwargs: dic
             full = Dep(shape, _broadcast(operand, shape))
             per_group, group_of = _slices(full, [dim])
             parts.append(_select(per_group, group_of))
-    return Dep(shape, _union(parts, int(np.prod(shape, dtype=np.int64)), prop.n))
+    return Dep(shape, _union(parts, _numel(shape), prop.n))
 
 
 def _where_rule(prop: Propagation, node: torch.fx.Node, args: tuple, kwargs: dict) -> Dep:
     """where(cond, a, b): a constant condition selects; a varying one keeps both branches."""
     cond, a, b = args
     shape = _shape(node)
-    numel = int(np.prod(shape, dtype=np.int64))
     parts = {key: _broadcast(v, shape) for key, v in (("a", a), ("b", b)) if isinstance(v, Dep)}
     if isinstance(cond, torch.Tensor):
         chosen = cond.broadcast_to(shape).reshape(-1).numpy()
         mask = {"a": chosen, "b": ~chosen}
         parts = {key: _keep_rows(rows, mask[key]) for key, rows in parts.items()}
-    return Dep(shape, _union([sp.csr_array(p, dtype=bool) for p in parts.values()], numel, prop.n))
+    return Dep(shape, _union(list(parts.values()), _numel(shape), prop.n))
 
 
 def _scalar_rule(prop: Propagation, node: torch.fx.Node, args: tuple, kwargs: dict) -> Dep:
