@@ -300,9 +300,10 @@ def test_a_dense_pattern_gets_no_spy_plot():
 
 def test_tables_and_sentences_give_times_and_speedups_to_three_digits(tmp_path):
     """Times in the unit the text uses, speedups without false precision or exponents."""
-    from jacbench.report.display import factor_text, seconds_text
+    from jacbench.report.display import seconds_text
+    from jacbench.timing.rule import digits
 
-    assert [factor_text(r) for r in (263.9, 1.4, 1.456, 1234.5)] == ["264", "1.4", "1.46", "1234"]
+    assert [digits(r) for r in (263.9, 1.4, 1.456, 1234.5)] == ["264", "1.4", "1.46", "1234"]
     assert [seconds_text(s) for s in (1.065e-3, 13.94, 2.5e-5)] == ["1.06 ms", "13.9 s", "25 us"]
     rows = pd.DataFrame(
         [

@@ -12,7 +12,6 @@ from jacbench.report.display import (
     ROUND_COLUMN,
     UNSETTLED_RATIO,
     cell,
-    factor_text,
     round_text,
     rounds_differ,
     seconds_text,
@@ -25,6 +24,7 @@ from jacbench.timing.rule import (
     Basis,
     Order,
     busy,
+    digits,
     interval_of,
     ranking_seconds,
     settled_ratio,
@@ -92,7 +92,7 @@ def _speedup_text(row: pd.Series, base: pd.Series | None) -> str:
     if row["label"] == base["label"]:
         return "1x"
     speedup = settled_ratio(base, row)
-    return f"{factor_text(speedup)}x" if speedup is not None else UNSETTLED_RATIO
+    return f"{digits(speedup)}x" if speedup is not None else UNSETTLED_RATIO
 
 
 def not_ok_lines(rows: pd.DataFrame) -> list[list[str]]:
@@ -129,7 +129,7 @@ class Alternative:
 
     def ratio(self, word: str) -> str:
         """``3.1x faster`` (or slower), or "not settled" where the rule does not settle it."""
-        return "not settled" if self.faster is None else f"{factor_text(self.faster)}x {word}"
+        return "not settled" if self.faster is None else f"{digits(self.faster)}x {word}"
 
 
 @dataclass(frozen=True)
@@ -175,10 +175,10 @@ class Recommendation:
             text += f", approximate (err_eps {_eps_text(self.best_err_eps)})"
         if self.runner_up and self.runner_up_slower is not None:  # both or neither
             by = f" {BUSY}" if self.best_cpu_time is not None else ""
-            slower = factor_text(self.runner_up_slower)
+            slower = digits(self.runner_up_slower)
             text += f"; runner-up {self.runner_up} ({slower}x slower{by})"
         if self.speedup_vs_default:
-            text += f"; {factor_text(self.speedup_vs_default)}x faster than {DEFAULT_STRATEGY}"
+            text += f"; {digits(self.speedup_vs_default)}x faster than {DEFAULT_STRATEGY}"
         elif self.versus_default:
             text += f"; {self.versus_default}"
         return text + "." + self.alternative_sentence()

@@ -69,12 +69,6 @@ def seconds_text(seconds: float) -> str:
     return f"{digits(seconds * scale)} {unit}"
 
 
-def factor_text(ratio: float) -> str:
-    """A ratio of times to three significant digits, never in exponent form (``264``, ``1.4``,
-    ``1234``: rule.digits): the times it divides are not known any better."""
-    return digits(ratio)
-
-
 def time_text(row: Mapping[str, object]) -> str:
     """The median time with its confidence interval (``1.14 ms [1.10-1.20]``), or the bare
     median marked "no interval" where the row has none; "(noisy)" where torch.utils.benchmark
@@ -124,7 +118,7 @@ def ratio_text(a: Mapping[str, object], b: Mapping[str, object]) -> str:
     if a.get("job_id") is not None and a.get("job_id") == b.get("job_id"):
         return "1"  # the same row
     ratio = settled_ratio(a, b)
-    return UNSETTLED_RATIO if ratio is None else factor_text(ratio)
+    return UNSETTLED_RATIO if ratio is None else digits(ratio)
 
 
 def ratio_phrase(a: Mapping[str, object], b: Mapping[str, object], of: str) -> str:

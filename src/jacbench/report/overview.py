@@ -17,9 +17,9 @@ import pandas as pd
 from jacbench.record import variant
 from jacbench.record.markdown import markdown_safe
 from jacbench.report.analysis import RULE, Recommendation, recommend
-from jacbench.report.display import factor_text, time_text
+from jacbench.report.display import time_text
 from jacbench.report.problems import DEFAULT_STRATEGY, latest_ok, normalise, problems
-from jacbench.timing.rule import cpu_basis, interval_of
+from jacbench.timing.rule import cpu_basis, digits, interval_of
 
 # The summary table's columns, in units read at a glance (what log_table shows), the answer
 # first: MLflow's table viewer showed time and err_eps off-screen when they came last.
@@ -158,7 +158,7 @@ def _short_line(rec: Recommendation, group: pd.DataFrame) -> str:
     best = best[best["label"] == rec.best].iloc[0]
     parts = [f"{rec.problem}: use **{rec.choice()}**", time_text(best)]
     if rec.speedup_vs_default:
-        parts.append(f"{factor_text(rec.speedup_vs_default)}x faster than {DEFAULT_STRATEGY}")
+        parts.append(f"{digits(rec.speedup_vs_default)}x faster than {DEFAULT_STRATEGY}")
     if rec.best_err_eps is not None:
         parts.append(f"error {rec.best_err_eps:.2g} eps")
     return ", ".join(parts)
@@ -194,7 +194,7 @@ def overview(
     rows, _ = normalise(rows)
     groups = problems(rows)
     recs = [recommend(title, group) for title, group in groups]
-    speedups = [f"{factor_text(r.speedup_vs_default)}x" for r in recs if r.speedup_vs_default]
+    speedups = [f"{digits(r.speedup_vs_default)}x" for r in recs if r.speedup_vs_default]
     links = links or {}
     first = _first_line(recs, speedups)
     if REPORT in links:
