@@ -174,11 +174,11 @@ def test_two_sweeps_at_once_in_one_folder_run_each_job_once(tmp_path):
 
 def describe(uri: str, start: Any, answers: Any) -> None:
     """In a forked process: describe the experiment when every process is ready."""
-    from jacbench.record.mlflow_run import Tracking, describe_experiment
+    from jacbench.record.mlflow_run import Tracking, connect, describe_experiment
 
     start.wait()
     try:
-        describe_experiment(Tracking(uri=uri, experiment="jacbench"))
+        describe_experiment(connect(Tracking(uri=uri, experiment="jacbench")))
         answers.put("ok")
     except Exception as exc:
         answers.put(f"{type(exc).__name__}: {exc}")

@@ -17,7 +17,7 @@ from mlflow.tracking import MlflowClient
 from helpers.cli import QUICK, load_script
 from helpers.results import make_result
 from helpers.tracking import answer_runs, mlflow_runs, seed_store
-from jacbench.record.mlflow_run import Tracking, describe_experiment, log_result
+from jacbench.record.mlflow_run import Tracking, connect, describe_experiment, log_result
 from jacbench.report.overview import jobs_table, overview
 from jacbench.run.sweep.opening import sweep_name, swept_keys
 
@@ -100,14 +100,14 @@ def test_runs_table_can_be_filtered_by_problem(tmp_path: Path):
 def test_experiment_gets_a_description_and_the_classic_layout_and_no_ui_state(tmp_path: Path):
     tracking = _tracking(tmp_path)
     client = MlflowClient(tracking.uri)
-    experiment_id = describe_experiment(tracking)
+    experiment_id = describe_experiment(connect(tracking))
     tags = client.get_experiment(experiment_id).tags
     assert tags["mlflow.note.content"].startswith("jacbench: how fast and how accurate")
     assert tags["mlflow.experimentKind"] == "custom_model_development"
     # no saved view: MLflow's UI state is private (CONTRIBUTING, issue 61)
     assert not [key for key in tags if key.startswith("mlflow.sharedViewState.")]
     client.set_experiment_tag(experiment_id, "mlflow.note.content", "mine")
-    describe_experiment(tracking)  # a user's own description is kept
+    describe_experiment(connect(tracking))  # a user's own description is kept
     assert client.get_experiment(experiment_id).tags["mlflow.note.content"] == "mine"
 
 

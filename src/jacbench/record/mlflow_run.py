@@ -28,11 +28,8 @@ from jacbench.record.markdown import markdown_safe
 from jacbench.record.mlflow_db import open_store
 from jacbench.record.result import Result, Round, Status
 
-# MLflow's settings jacbench runs with unless the user set them, put in place before its first
-# client (not when this module loads): a tracking server that does not answer is given up
-# after 3 tries of 10 s and MLflow's back-off between them, about 35 s (MLflow's own: 7
-# tries of 120 s, minutes of back-off), and a job's or a sweep's first unanswered request
-# ends its tracking (docs/mlflow.md).
+# MLflow's settings jacbench runs with unless the user set them, set before its first client:
+# a tracking server that does not answer is given up after 3 tries of 10 s (docs/mlflow.md).
 MLFLOW_DEFAULTS = {
     "MLFLOW_SUPPRESS_PRINTING_URL_TO_STDOUT": "true",
     "MLFLOW_HTTP_REQUEST_MAX_RETRIES": "2",
@@ -43,9 +40,8 @@ MAX_PARAM_LEN = 6000
 T = TypeVar("T")
 
 
-# Log-scale metrics for MLflow's charts: a bar grows with the time (log10 of microseconds:
-# 1 us is 0) and with the error (log10 of rounding units, at least 1 unit: an exact answer
-# is 0), so one 145 ms outlier no longer flattens the rest and no bar grows leftward from 0.
+# Log-scale metrics for MLflow's charts, bars that grow from 0: log10 of microseconds, and of
+# rounding units (at least 1: an exact answer is 0), so an outlier does not flatten the rest.
 LOG_TIME = "log10_time_us"
 LOG_ERROR = "log10_err_eps"
 MAX_SECTION_NAME = 200  # MLflow's metric keys hold 250 characters: room for "/log10_time_us"
@@ -110,8 +106,7 @@ CONCURRENT_WRITER = ("database is locked", "UNIQUE constraint failed")
 
 
 def _retry(call: Callable[[], T], attempts: int = 4) -> T:
-    """Retry a write that another process's write got in the way of (see CONCURRENT_WRITER).
-    Ten lines of our own rather than tenacity: a dependency for one loop."""
+    """Retry a write that another process's write got in the way of (see CONCURRENT_WRITER)."""
     for attempt in range(attempts):
         try:
             return call()
@@ -270,9 +265,7 @@ SHORT_DTYPES = {"float16": "f16", "bfloat16": "bf16", "float32": "f32", "float64
 
 def metrics_of(result: Result) -> dict[str, float]:
     """The measurements of ``result`` as MLflow metrics (absent ones left out), plus log10
-    forms for MLflow's charts, which draw linear axes only: ``log10_rel_err``,
-    ``log10_time_us`` and ``log10_err_eps`` (bars that grow with the time and the error),
-    and the time again under its problem's key (``<problem>/log10_time_us``: MLflow's Chart
+    forms for MLflow's linear charts, and the time again under its problem's key (the Chart
     tab gives each key prefix a section of its own)."""
     metrics = {
         name: float(getattr(result, column)) * scale
@@ -298,10 +291,6 @@ def significant(value: float, digits: int = 4) -> float:
     return float(f"{value:.{digits}g}") if math.isfinite(value) else value
 
 
-def _param_text(value: Any) -> str:
-    return f"{value:.4g}" if isinstance(value, float) else str(value)
-
-
 def params_of(
     result: Result, model_options: dict[str, Any], strategy_options: dict[str, Any]
 ) -> dict[str, str]:
@@ -310,7 +299,8 @@ def params_of(
     values: dict[str, Any] = {name: getattr(result, name) for name in PARAM_FIELDS}
     values.update(_flatten("model", model_options))
     values.update(_flatten("strategy", strategy_options))
-    return {k: _param_text(v) for k, v in values.items() if v not in (None, "", "None")}
+    texts = {k: f"{v:.4g}" if isinstance(v, float) else str(v) for k, v in values.items()}
+    return {k: text for k, text in texts.items() if values[k] not in (None, "", "None")}
 
 
 def problem_name(result: Result) -> str:
@@ -381,7 +371,32 @@ def log_result(
     store = connect(tracking)
     run_id = _create_run(store, run_name(result), tags, start_ms)
     try:
-        _fill_and_close(store, run_id, result, model_options, strategy_options)
+        _log_problem(store, run_id, result)
+        tags = {
+            "problem": problem_name(result),
+            JOB_TAG: result.job_id,
+            "status": result.status,
+            "timing_warning": result.timing_warning[:5000],
+            "error_message": result.error_message[:5000],
+            "mlflow.note.content": markdown_safe(result.error_message[:5000]),
+            "torch_version": result.torch_version,
+            "device_name": result.device_name,
+            "git_commit": result.git_commit,
+            "mlflow.source.git.commit": result.git_commit,
+            "config_hash": result.config_hash,  # an identifier: a tag, not a param to chart
+            # which measurement (first, or a preset's side_by_side re-timing of two), and what
+            # made it: the columns a rerun checks before reusing the row
+            "round": str(result.round),
+            "pair_id": result.pair_id,
+            "jacbench_version": result.jacbench_version,
+            "code_digest": result.code_digest,
+            "hostname": result.hostname,
+            "cpu_model": result.cpu_model,
+            "allocator": result.allocator,
+        }
+        params = params_of(result, model_options, strategy_options)
+        ended = RunEnd.FAILED if result.status == Status.FAILED else RunEnd.FINISHED
+        _log_and_close(store, run_id, metrics_of(result), params, tags, ended)
     except Exception:
         # a run MLflow refused to fill is no run of the row: left RUNNING it would read as
         # one being logged, and the next sync would wait on it instead of logging the row
@@ -389,42 +404,6 @@ def log_result(
             store.client.delete_run(run_id)
         raise
     return run_id
-
-
-def _fill_and_close(
-    store: Store,
-    run_id: str,
-    result: Result,
-    model_options: dict[str, Any],
-    strategy_options: dict[str, Any],
-) -> None:
-    """The job's dataset input, tags, params and metrics, then its end."""
-    _log_problem(store, run_id, result)
-    tags = {
-        "problem": problem_name(result),
-        JOB_TAG: result.job_id,
-        "status": result.status,
-        "timing_warning": result.timing_warning[:5000],
-        "error_message": result.error_message[:5000],
-        "mlflow.note.content": markdown_safe(result.error_message[:5000]),
-        "torch_version": result.torch_version,
-        "device_name": result.device_name,
-        "git_commit": result.git_commit,
-        "mlflow.source.git.commit": result.git_commit,
-        "config_hash": result.config_hash,  # an identifier: a tag, not a param to chart
-        # which measurement (first, or a preset's side_by_side re-timing of two), and what
-        # made it: the columns a rerun checks before reusing the row
-        "round": str(result.round),
-        "pair_id": result.pair_id,
-        "jacbench_version": result.jacbench_version,
-        "code_digest": result.code_digest,
-        "hostname": result.hostname,
-        "cpu_model": result.cpu_model,
-        "allocator": result.allocator,
-    }
-    params = params_of(result, model_options, strategy_options)
-    ended = RunEnd.FAILED if result.status == Status.FAILED else RunEnd.FINISHED
-    _log_and_close(store, run_id, metrics_of(result), params, tags, ended)
 
 
 def log_row(result: Result, tracking: Tracking, parent_run_id: str = "") -> str:
@@ -516,13 +495,9 @@ def ui_hint(tracking: Tracking, run_id: str) -> str:
     )
 
 
-def describe_experiment(tracking: Tracking) -> str:
+def describe_experiment(store: Store) -> str:
     """Describe the experiment and ask for the classic model-training layout
     (``mlflow.experimentKind``) unless someone chose otherwise. Returns the experiment's id."""
-    return _describe_experiment(connect(tracking))
-
-
-def _describe_experiment(store: Store) -> str:
     client = store.client
     experiment_id = _retry(lambda: _experiment_id(store))
     tags = client.get_experiment(experiment_id).tags
@@ -542,7 +517,7 @@ def start_parent_run(tracking: Tracking, name: str, params: dict[str, str]) -> s
 
     store = connect(tracking)
     run_id = _create_run(store, name, {"jacbench.role": "sweep"})
-    _describe_experiment(store)
+    describe_experiment(store)
     params_list = [Param(k, v[:MAX_PARAM_LEN]) for k, v in params.items()]
     _retry(lambda: store.client.log_batch(run_id, params=params_list))
     return run_id
@@ -602,11 +577,9 @@ IMAGE_KEY = "time_per_strategy"  # a job run's image: its problem's time figure
 
 
 def _log_image(store: Store, run_id: str, key: str, path: Path) -> None:
-    """A PNG as an MLflow image with a key, at full size: shown in the run's image cards
-    (its Model metrics tab), not only as a file among the artifacts. The cards show the
-    ``+compressed`` copy that ``MlflowClient.log_image`` shrinks to 256 px (a figure's
-    labels unreadable there), so both copies here are the PNG itself, in the file names
-    that ``log_image`` gives them."""
+    """A PNG as an MLflow image with a key, shown in the run's image cards. Both files are the
+    PNG itself, named as ``MlflowClient.log_image`` names them: its ``+compressed`` copy, the
+    one the cards show, is shrunk until a figure's labels cannot be read."""
     if not IMAGE_KEY_CHARS.match(key):
         raise ValueError(f"image key {key!r}: letters, digits, '_-. ' only")
     stem = f"{key}+step+0+timestamp+{int(time.time() * 1000)}+{uuid.uuid4()}"
