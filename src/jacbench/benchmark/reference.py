@@ -298,10 +298,8 @@ def same_values(a: Problem, b: Problem) -> bool:
 
 class LastProblem:
     """The references of the last problem this process judged, for the next job of the same
-    problem: a sweep over strategies measures one problem after another, and its float64
-    references (0.2 s a job at N = 1024 on the map, 13 strategies a cell) were computed again
-    for each. Reused only for the same key (the model's config, dtype, device and seed) and a
-    problem whose values equal the remembered one's (``same_values``): checked, not trusted."""
+    problem (a sweep over strategies measures one problem after another). Reused only for the
+    same key (model config, dtype, device, seed) and equal values (``same_values``)."""
 
     def __init__(self) -> None:
         self._key: str | None = None

@@ -1,14 +1,11 @@
 """Forward mode with its tangents folded into matrix products, as XLA does.
 
-``torch.func.jacfwd`` is ``vmap`` over N Jacobian-vector products. Through a linear layer
-``x @ W`` vmap's batching rule emits ``bmm`` with one operand broadcast over the N tangents
-(stride 0), several times slower than the same arithmetic as one ``mm``. ``fold`` rewrites
-every such ``bmm`` of an aten graph into one ``mm`` with the tangent batch folded into the
-other operand's rows or columns. ``traced`` first traces f alone with fake tensors (shapes,
-no values): Python branching on values, or ``.item()``, fails there, so such a function is
-refused, never traced down one branch. The Jacobian's own graph is then traced on real
-tensors (torch 2.13's fake tensors fail inside forward AD: "InferenceMode::is_enabled() &&
-self.is_inference()").
+``torch.func.jacfwd`` is ``vmap`` over N Jacobian-vector products; through ``x @ W`` vmap
+emits ``bmm`` with one operand broadcast over the tangents (stride 0). ``fold`` rewrites each
+such ``bmm`` into one ``mm`` with the tangent batch folded into the other operand's rows or
+columns. ``traced`` first traces f alone with fake tensors, so that a function branching on
+values (or ``.item()``) is refused, never traced down one branch; the Jacobian's own graph
+is then traced on real tensors (fake tensors fail inside forward AD).
 """
 
 from __future__ import annotations

@@ -53,8 +53,7 @@ def _build(db: Path, artifact_root: str) -> None:
 
 def _build_in_memory(tmp: Path, artifact_root: str) -> None:
     """Build at ``tmp`` through a file in memory (``/dev/shm``) where there is one: MLflow's
-    migrations commit a hundred times, and each commit waits for the disk (a new folder's
-    first run took 10.5 s instead of 4.8 s here); the finished file is copied once."""
+    migrations commit a hundred times, each waiting for the disk; the file is copied once."""
     shm = Path("/dev/shm")
     if not (shm.is_dir() and os.access(shm, os.W_OK)):
         _build(tmp, artifact_root)
