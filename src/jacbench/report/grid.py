@@ -8,7 +8,6 @@ settle is a tie, never a winner.
 
 from __future__ import annotations
 
-import json
 import math
 import statistics
 from dataclasses import dataclass, field
@@ -18,7 +17,7 @@ import pandas as pd
 
 from jacbench.core.enums import Kind
 from jacbench.report.analysis import best_of_each_mode, recommend
-from jacbench.report.problems import moments, standing
+from jacbench.report.problems import moments, parse_options, standing
 from jacbench.timing.rule import Order, time_ratio, verdict, why_unsettled
 
 AXES = ("n_in", "n_out")  # preferred axes: the Jacobian's columns and rows
@@ -29,21 +28,13 @@ AUTO = "auto"
 REGRET_BOUND = 1.10
 
 
-def _options(text: object) -> dict:
-    try:
-        values = json.loads(str(text or "{}"))
-    except ValueError:
-        return {}
-    return values if isinstance(values, dict) else {}
-
-
 def _numeric(value: object) -> bool:
     return isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value)
 
 
 def with_axes(rows: pd.DataFrame) -> pd.DataFrame:
     """``rows`` with each numeric model option as a column ``opt.<key>``."""
-    options = [_options(text) for text in rows["model_options"]]
+    options = [parse_options(text) for text in rows["model_options"]]
     keys = sorted({k for o in options for k, v in o.items() if _numeric(v)} - set(AXES))
     rows = rows.copy()
     for key in keys:

@@ -40,7 +40,7 @@ from matplotlib.transforms import Bbox  # noqa: E402
 from jacbench.core.enums import Kind, Mode
 from jacbench.record.result import Status
 from jacbench.report.analysis import recommend  # noqa: E402
-from jacbench.report.problems import latest_ok, standing  # noqa: E402
+from jacbench.report.problems import latest_ok, parse_options, standing  # noqa: E402
 from jacbench.report.problems import problems as by_problem  # noqa: E402
 from jacbench.report.render import PAGE_PX  # noqa: E402
 
@@ -294,15 +294,20 @@ def _tolerances(rows: pd.DataFrame) -> dict[tuple[str, float], str]:
     by the kind alone where its dtypes share it (exact: 100 in every dtype)."""
     found: dict[tuple[str, float], list[str]] = {}
     for (kind, dtype), group in rows.groupby(["strategy_kind", "dtype"]):
-        eps = DTYPE_EPS.get(str(dtype))
-        tol = pd.to_numeric(group["tolerance"], errors="coerce").dropna()
-        if eps and len(tol) and tol.min() > 0:
-            found.setdefault((str(kind), float(f"{tol.min() / eps:.3g}")), []).append(str(dtype))
+        eps, tol = DTYPE_EPS.get(str(dtype)), _least_tolerance(group)
+        if eps and tol:
+            found.setdefault((str(kind), float(f"{tol / eps:.3g}")), []).append(str(dtype))
     shared = {kind for kind, _ in found if sum(k == kind for k, _ in found) == 1}
     return {
         (kind, value): kind if kind in shared else f"{kind} {', '.join(dtypes)}"
         for (kind, value), dtypes in found.items()
     }
+
+
+def _least_tolerance(rows: pd.DataFrame) -> float | None:
+    """The rows' smallest positive tolerance, None where they record none."""
+    tol = pd.to_numeric(rows["tolerance"], errors="coerce").dropna()
+    return float(tol.min()) if len(tol) and tol.min() > 0 else None
 
 
 KIND_TOLERANCE_STYLES: dict[str, str] = {
@@ -342,9 +347,24 @@ def _pick_names(labels, pick: str | None, width: int) -> list[str]:
     return [_wrap(label + (" (pick)" if label == pick else ""), width) for label in labels]
 
 
-def _pick_entry() -> Line2D:
+def _star(ax, x, y) -> Line2D:
+    """The pick's star at (``x``, ``y``); returns its legend entry."""
+    ax.scatter(x, y, label="_pick", **PICK_STYLE)
     star = {k: v for k, v in PICK_STYLE.items() if k not in ("s", "zorder", "edgecolors")}
     return Line2D([], [], ls="", ms=14, mec="black", label="recommended (the pick)", **star)
+
+
+def _name_axis(ax, names: list[str]) -> None:
+    """A categorical y axis of ``names``, the first on top."""
+    ax.set_yticks(range(len(names)), names)
+    ax.set_ylim(-0.6, len(names) - 0.4)
+    ax.invert_yaxis()
+
+
+def _err_axis(ax, which: str, rows: pd.DataFrame, label: str) -> None:
+    """A log err_eps axis, saying where an error of exactly 0 is drawn (``ZERO_ERR``)."""
+    zero = f"; 0 drawn at {ZERO_ERR:g}" if (rows["err_eps"] <= 0).any() else ""
+    log_axis(ax, which, label + zero)
 
 
 def interval_bars(rows: pd.DataFrame) -> np.ndarray:
@@ -356,6 +376,7 @@ def interval_bars(rows: pd.DataFrame) -> np.ndarray:
     return np.vstack([(median - low).clip(lower=0), (high - median).clip(lower=0)])
 
 
+TIME_LABEL = "median time per Jacobian [ms] (bar: 95% interval of the median)"
 NAME_WIDTH = 45  # characters a line of a strategy name on an axis
 INCH_PER_CHAR = 0.085  # of a FONT-pt label, wide characters counted
 NAMES_PAD_IN = 0.8  # beside the names: the ticks and the figure's margins
@@ -429,13 +450,10 @@ def time_per_strategy(
             )
         pick = rows.index[rows["label"] == picks.get(title)]
         if len(pick):
-            ax.scatter(rows.loc[pick, "time_median_s"] * 1e3, pick, label="_pick", **PICK_STYLE)
-            handles.append(_pick_entry())
+            handles.append(_star(ax, rows.loc[pick, "time_median_s"] * 1e3, pick))
         _style(ax)
-        ax.set_yticks(range(len(rows)), names[title])
-        ax.set_ylim(-0.6, len(rows) - 0.4)
-        ax.invert_yaxis()  # fastest on top
-        log_axis(ax, "x", "median time per Jacobian [ms] (bar: 95% interval of the median)")
+        _name_axis(ax, names[title])  # fastest on top
+        log_axis(ax, "x", TIME_LABEL)
         ax.set_title(textwrap.fill(title, title_chars), fontsize=FONT)
     figure_legend(fig, handles)
     return finish(fig)
@@ -482,11 +500,8 @@ def accuracy_per_strategy(rows: pd.DataFrame) -> Figure | None:
         ]
     handles += _tolerance_lines(ax, ok, vertical=True)
     _style(ax)
-    ax.set_yticks(range(len(labels)), names)
-    ax.set_ylim(-0.6, len(labels) - 0.4)
-    ax.invert_yaxis()
-    zero = f"; 0 drawn at {ZERO_ERR:g}" if (ok["err_eps"] <= 0).any() else ""
-    log_axis(ax, "x", f"err_eps (rel_err / machine eps){zero}")
+    _name_axis(ax, names)
+    _err_axis(ax, "x", ok, "err_eps (rel_err / machine eps)")
     figure_legend(fig, handles, ncols=2)
     return finish(fig)
 
@@ -626,25 +641,23 @@ def speed_vs_accuracy(
     strategy (``picks``: problem title -> label) starred; one full-width panel per problem
     (their times are not comparable, and names need the room)."""
     picks = picks or {}
-    # the newest ok row of each variant that has a time and an error to draw
+    # the newest ok row of each variant that has a time and an error to draw, at their places
     panels = [(t, latest_ok(r).dropna(subset=["err_eps", "time_median_s"])) for t, r in problems]
-    panels = [(t, r) for t, r in panels if len(r)]
+    panels = [
+        (t, r.assign(x_ms=r["time_median_s"] * 1e3, y_err=r["err_eps"].clip(lower=ZERO_ERR)))
+        for t, r in panels
+        if len(r)
+    ]
     if not panels:
         return None
-    fig, axes = plt.subplots(
-        len(panels),
-        1,
-        figsize=(MAX_WIDTH_IN, 4.8 * len(panels) + 0.6),
-        squeeze=False,
-        layout="constrained",
-    )
+    fig, axes = panel_grid(len(panels), 1, (MAX_WIDTH_IN, 4.8), (0.0, 0.6))
     handles = []
-    for ax, (title, ok) in zip(axes[:, 0], panels, strict=True):
+    for ax, (title, ok) in zip(axes, panels, strict=True):
         for (kind, dtype), group in ok.groupby(["strategy_kind", "dtype"]):
             colour = KIND_COLORS.get(str(kind))
             ax.errorbar(
-                group["time_median_s"] * 1e3,
-                group["err_eps"].clip(lower=ZERO_ERR),
+                group["x_ms"],
+                group["y_err"],
                 xerr=interval_bars(group) * 1e3,
                 fmt="none",
                 ecolor=colour,
@@ -654,8 +667,8 @@ def speed_vs_accuracy(
             )
             handles.append(
                 ax.scatter(
-                    group["time_median_s"] * 1e3,
-                    group["err_eps"].clip(lower=ZERO_ERR),
+                    group["x_ms"],
+                    group["y_err"],
                     label=f"{kind}, {dtype}",
                     color=colour,
                     marker=DTYPE_MARKERS.get(str(dtype), "D"),
@@ -665,33 +678,21 @@ def speed_vs_accuracy(
             )
         pick = ok[ok["label"] == picks.get(title)]
         if len(pick):
-            errors = pick["err_eps"].clip(lower=ZERO_ERR)
-            ax.scatter(pick["time_median_s"] * 1e3, errors, label="_pick", **PICK_STYLE)
-            handles.append(_pick_entry())
+            handles.append(_star(ax, pick["x_ms"], pick["y_err"]))
         handles += _tolerance_lines(ax, ok)
         ax.margins(0.25)  # room for the names at the edges
         _style(ax)
         ax.set_title(textwrap.fill(title, 100), fontsize=FONT)
-        log_axis(ax, "x", "median time per Jacobian [ms] (bar: 95% interval of the median)")
-        zero = f"; 0 drawn at {ZERO_ERR:g}" if (ok["err_eps"] <= 0).any() else ""
-        log_axis(ax, "y", f"err_eps{zero}")
+        log_axis(ax, "x", TIME_LABEL)
+        _err_axis(ax, "y", ok, "err_eps")
     figure_legend(fig, handles)
     finish(fig)  # the layout and limits final where the names will be
     renderer = _renderer(fig)
-    for ax, (title, ok) in zip(axes[:, 0], panels, strict=True):
+    for ax, (title, ok) in zip(axes, panels, strict=True):
         names = _pick_names(ok["label"], picks.get(title), POINT_NAME_WIDTH)
-        errors = ok["err_eps"].clip(lower=ZERO_ERR)
         clear = [PICK_HALF_PT if lb == picks.get(title) else MARKER_HALF_PT for lb in ok["label"]]
-        name_points(ax, ok["time_median_s"] * 1e3, errors, names, renderer, clear)
+        name_points(ax, ok["x_ms"], ok["y_err"], names, renderer, clear)
     return fig
-
-
-def _eps(options: str) -> float | None:
-    try:
-        value = json.loads(options or "{}").get("eps")
-    except (TypeError, ValueError):
-        return None
-    return float(value) if value is not None else None
 
 
 def _curves_figure(xlabel: str, ylabel: str) -> tuple[Figure, Axes]:
@@ -705,10 +706,11 @@ def _curves_figure(xlabel: str, ylabel: str) -> tuple[Figure, Axes]:
 def fd_error_vs_eps(rows: pd.DataFrame) -> Figure | None:
     """The V-shaped curve: rel_err against the step, where an eps sweep is present, with
     each dtype's tolerance (relative, as rel_err is)."""
-    ok = rows[rows["status"] == Status.OK].assign(
-        eps=[_eps(o) for o in rows.loc[rows["status"] == Status.OK, "strategy_options"]]
+    ok = rows[rows["status"] == Status.OK]
+    eps = [parse_options(o).get("eps") for o in ok["strategy_options"]]
+    ok = ok.assign(eps=pd.to_numeric(pd.Series(eps, index=ok.index))).dropna(
+        subset=["eps", "rel_err"]
     )
-    ok = ok.dropna(subset=["eps", "rel_err"])
     curves = [
         (k, g) for k, g in ok.groupby(["model", "strategy", "dtype"]) if g["eps"].nunique() >= 3
     ]
@@ -719,20 +721,13 @@ def fd_error_vs_eps(rows: pd.DataFrame) -> Figure | None:
         group = group.sort_values("eps")
         ax.plot(group["eps"], group["rel_err"], marker="o", label=f"{strategy} {dtype} ({model})")
     handles = ax.get_legend_handles_labels()[0]
-    for i, (dtype, tol) in enumerate(_relative_tolerances(curves)):
+    drawn = pd.concat(group for _, group in curves).groupby("dtype")
+    tolerances = [(str(d), t) for d, g in drawn if (t := _least_tolerance(g)) is not None]
+    for i, (dtype, tol) in enumerate(sorted(tolerances)):
         dash = TOLERANCE_STYLES[i % len(TOLERANCE_STYLES)]
         handles.append(_across(ax, tol, dash, f"tolerance {dtype}: {tol:.3g}"))
     ax.legend(handles=handles, fontsize=SMALL)
     return finish(fig)
-
-
-def _relative_tolerances(curves) -> list[tuple[str, float]]:
-    found: dict[str, float] = {}
-    for (_, _, dtype), group in curves:
-        tol = pd.to_numeric(group["tolerance"], errors="coerce").dropna()
-        if len(tol) and tol.min() > 0:
-            found[str(dtype)] = min(found.get(str(dtype), math.inf), float(tol.min()))
-    return sorted(found.items())
 
 
 # Model options that set the shape (N or M): a shape sweep varies them along one curve.
@@ -782,32 +777,26 @@ def time_vs_shape(problems: list[tuple[str, pd.DataFrame]]) -> Figure | None:
     against N/M, where one shape axis was swept: one curve per model family and dtype. A
     family swept over N and M both is drawn as a map (``report.heatmaps``) instead: N/M alone
     would join points of different sizes into one curve."""
-    points = []
+    bests = []
     for _, rows in problems:
         exact = standing(rows).dropna(subset=["time_median_s"])  # fastest first
         exact = exact[exact["strategy_kind"] == Kind.EXACT]
-        for mode, group in exact.groupby("strategy_mode"):
-            if mode in (Mode.FORWARD, Mode.REVERSE):
-                best = group.iloc[[0]]
-                low, high = interval_bars(best)[:, 0] * 1e3
-                first = best.iloc[0]
-                points.append(
-                    {
-                        "model": str(first["model"]),
-                        "dtype": str(first["dtype"]),
-                        "family": family(first["model_options"]),
-                        "mode": mode,
-                        "n_in": int(first["n_in"]),
-                        "n_out": int(first["n_out"]),
-                        "ratio": float(first["n_in"]) / float(first["n_out"]),
-                        "time": float(first["time_median_s"]) * 1e3,
-                        "below": low,
-                        "above": high,
-                    }
-                )
-    frame = pd.DataFrame(points)
+        modes = exact[exact["strategy_mode"].isin([Mode.FORWARD, Mode.REVERSE])]
+        bests.append(modes.drop_duplicates("strategy_mode"))  # each mode's fastest
+    frame = pd.concat(bests, ignore_index=True) if bests else pd.DataFrame()
     if frame.empty:
         return None
+    below, above = interval_bars(frame) * 1e3
+    frame = frame.assign(
+        model=frame["model"].astype(str),
+        dtype=frame["dtype"].astype(str),
+        family=frame["model_options"].map(family),
+        mode=frame["strategy_mode"],
+        ratio=frame["n_in"].astype(float) / frame["n_out"].astype(float),
+        time=frame["time_median_s"] * 1e3,
+        below=below,
+        above=above,
+    )
     frame["series"] = _series_names(frame)
     series = [
         (n, g)

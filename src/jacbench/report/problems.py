@@ -56,7 +56,7 @@ def labels(rows: pd.DataFrame) -> list[str]:
     that strategy's rows here."""
     recorded = rows["variant"].fillna("").astype(str) if "variant" in rows else None
     out = []
-    parsed = [_options(o) for o in rows["strategy_options"]]
+    parsed = [parse_options(o) for o in rows["strategy_options"]]
     varying: dict[str, set[str]] = {str(s): set() for s in rows["strategy"]}
     for strategy in varying:
         mine = [o for s, o in zip(rows["strategy"], parsed, strict=True) if str(s) == strategy]
@@ -71,7 +71,8 @@ def labels(rows: pd.DataFrame) -> list[str]:
     return out
 
 
-def _options(text: object) -> dict:
+def parse_options(text: object) -> dict:
+    """A row's options (JSON text) as a dict; {} where unreadable."""
     try:
         values = json.loads(str(text or "{}"))
     except (TypeError, ValueError):
@@ -103,13 +104,8 @@ def _numpy_backed(rows: pd.DataFrame) -> pd.DataFrame:
 
 
 def _options_text(options: str, skip: tuple[str, ...] = ()) -> str:
-    try:
-        values = json.loads(options or "{}")
-    except (TypeError, ValueError):
-        return ""
-    return ",".join(
-        f"{k}={v}" for k, v in sorted(values.items()) if v is not None and k not in skip
-    )
+    values = sorted(parse_options(options).items())
+    return ",".join(f"{k}={v}" for k, v in values if v is not None and k not in skip)
 
 
 def problem_title(key: tuple, variants_of_model: int) -> str:
