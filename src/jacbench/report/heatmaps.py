@@ -52,11 +52,19 @@ def short(label: str) -> str:
     return SHORT.get(base) or "".join(w[:1].upper() for w in base.split("_")) or "?"
 
 
-def _grid(cells: list[Cell]) -> tuple[list[float], list[float]]:
-    return sorted({c.x for c in cells}), sorted({c.y for c in cells})
+def _panels(cells: list[Cell]) -> tuple[Figure, list]:
+    """A figure of one panel per family: (axes, family, its cells) each."""
+    families: dict[str, list[Cell]] = {}
+    for c in cells:
+        families.setdefault(c.family, []).append(c)
+    fig, axs = panel_grid(len(families), COLUMNS, PANEL_IN, (0.0, 0.9))
+    return fig, [(ax, *family) for ax, family in zip(axs, families.items(), strict=True)]
 
 
-def _frame(ax, family: str, xs: list[float], ys: list[float], axes: tuple[str, str]) -> None:
+def _frame(ax, family: str, found: list[Cell], axes: tuple[str, str]) -> tuple[list, list]:
+    """A family's panel: its cells' axis values as ticks, its title, the M = N line; returns
+    the axis values (a cell's column and row are their indices)."""
+    xs, ys = sorted({c.x for c in found}), sorted({c.y for c in found})
     ax.set_xlim(-0.5, len(xs) - 0.5)
     ax.set_ylim(-0.5, len(ys) - 0.5)
     ax.set_xticks(range(len(xs)), [f"{v:g}" for v in xs], fontsize=FONT)
@@ -65,15 +73,14 @@ def _frame(ax, family: str, xs: list[float], ys: list[float], axes: tuple[str, s
     ax.set_ylabel(axis_name(axes[1]), fontsize=FONT)
     ax.set_title(textwrap.fill(family, 40), fontsize=FONT)
     ax.set_aspect("auto")
-
-
-def _diagonal(ax, xs: list[float], ys: list[float]) -> None:
-    """The line through the cells where both axes hold the same value (M = N), under the
-    cells' texts (each text sits on a patch of its cell's colour)."""
+    # M = N: through the cells where both axes hold one value, over the cells' patches (2)
+    # and under their texts (3)
     points = [(xs.index(v), ys.index(v)) for v in xs if v in ys]
     if len(points) >= 2:
         (x0, y0), (x1, y1) = points[0], points[-1]
-        ax.plot([x0 - 0.5, x1 + 0.5], [y0 - 0.5, y1 + 0.5], color="black", lw=1.2, ls="--")
+        line = [x0 - 0.5, x1 + 0.5], [y0 - 0.5, y1 + 0.5]
+        ax.plot(*line, color="black", lw=1.2, ls="--", zorder=2.5)
+    return xs, ys
 
 
 def _diagonal_entry() -> Line2D:
@@ -99,26 +106,18 @@ def _text(ax, i: int, j: int, text: str, fill: ColorType = "white", **style) -> 
     )
 
 
-def _by_family(cells: list[Cell]) -> dict[str, list[Cell]]:
-    found: dict[str, list[Cell]] = {}
-    for c in cells:
-        found.setdefault(c.family, []).append(c)
-    return found
-
-
 def winners(axes: tuple[str, str], cells: list[Cell]) -> Figure | None:
     """The settled winner per cell, one colour per strategy; ties hatched and labelled with
     both strategies."""
-    families = _by_family(cells)
     names = sorted({c.winner for c in cells if c.winner} | {t for c in cells for t in c.tied})
     if not names:
         return None
     palette = plt.get_cmap("tab20")  # 20 listed colours: colour i is palette(i)
     colour = {name: palette(i % palette.N) for i, name in enumerate(names)}
-    fig, axs = panel_grid(len(families), COLUMNS, PANEL_IN, (0.0, 0.9))
+    fig, panels = _panels(cells)
     fill: ColorType  # a strategy's listed colour (RGBA), or a named one
-    for ax, (family, found) in zip(axs, families.items(), strict=True):
-        xs, ys = _grid(found)
+    for ax, family, found in panels:
+        xs, ys = _frame(ax, family, found, axes)
         for c in found:
             i, j = xs.index(c.x), ys.index(c.y)
             if c.winner:
@@ -132,8 +131,6 @@ def winners(axes: tuple[str, str], cells: list[Cell]) -> Figure | None:
                 Rectangle((i - 0.5, j - 0.5), 1, 1, facecolor=fill, hatch=hatch, ec="white")
             )
             _text(ax, i, j, label)
-        _frame(ax, family, xs, ys, axes)
-        _diagonal(ax, xs, ys)
     handles: list[Artist] = [Patch(facecolor=colour[n], label=f"{short(n)} = {n}") for n in names]
     handles.append(_unsettled_entry("no settled winner"))
     handles.append(_diagonal_entry())
@@ -158,17 +155,17 @@ def _colour_panels(
     label: str,
     mark,
     text,
-    why=lambda c: "",
-    withheld=lambda c: False,
+    why,
+    withheld,
+    legend: list[Artist],
 ) -> Figure:
-    """One colour panel per family. ``why(c)``: why the cell's order is not settled ("" if
-    it is): such a cell is hatched; ``withheld(c)``: its value is not shown as a result at
-    all (greyed, hatched, the reason in its place)."""
-    families = _by_family(cells)
-    fig, axs = panel_grid(len(families), COLUMNS, PANEL_IN, (0.0, 0.9))
+    """One colour panel per family, and the figure's ``legend``. ``why(c)``: why the cell's
+    order is not settled ("" if it is): such a cell is hatched; ``withheld(c)``: its value is
+    not shown as a result at all (greyed, hatched, the reason in its place)."""
+    fig, panels = _panels(cells)
     mapper = plt.cm.ScalarMappable(norm=norm, cmap=cmap)
-    for ax, (family, found) in zip(axs, families.items(), strict=True):
-        xs, ys = _grid(found)
+    for ax, family, found in panels:
+        xs, ys = _frame(ax, family, found, axes)
         grid = np.full((len(ys), len(xs)), np.nan)
         for c in found:
             shown = value(c) is not None and not withheld(c)
@@ -201,14 +198,13 @@ def _colour_panels(
             _text(ax, i, j, text(c), fill=(r, g, b, a), fontweight=weight)
             if mark(c):
                 ax.add_patch(Rectangle((i - 0.45, j - 0.45), 0.9, 0.9, fill=False, lw=2, ec="k"))
-        _frame(ax, family, xs, ys, axes)
-        _diagonal(ax, xs, ys)
         bar = fig.colorbar(mapper, ax=ax, shrink=0.9)
         bar.set_label(label, fontsize=SMALL)
         bar.ax.tick_params(labelsize=SMALL)
         bar.ax.yaxis.set_major_formatter(FuncFormatter(lambda v, _: f"{v:g}"))
         bar.ax.yaxis.set_minor_formatter(NullFormatter())
-    return fig
+    figure_legend(fig, [*legend, _diagonal_entry()])
+    return finish(fig)
 
 
 def forward_over_reverse(axes: tuple[str, str], cells: list[Cell]) -> Figure | None:
@@ -220,7 +216,7 @@ def forward_over_reverse(axes: tuple[str, str], cells: list[Cell]) -> Figure | N
     ratios = [c.forward_over_reverse for c in found if c.forward_over_reverse]
     span = max(2.0, *(max(r, 1 / r) for r in ratios))
     norm = colors.LogNorm(vmin=1 / span, vmax=span)
-    fig = _colour_panels(
+    return _colour_panels(
         axes,
         cells,
         lambda c: c.forward_over_reverse,
@@ -229,18 +225,13 @@ def forward_over_reverse(axes: tuple[str, str], cells: list[Cell]) -> Figure | N
         "best forward / best reverse (time)",
         lambda c: c.modes_settled,
         lambda c: f"{c.forward_over_reverse:.2g}",
-        why=lambda c: "" if c.modes_settled else c.modes_why or "tied",
-        withheld=lambda c: not c.modes_settled,  # no ratio shown unless settled
-    )
-    figure_legend(
-        fig,
+        lambda c: "" if c.modes_settled else c.modes_why or "tied",
+        lambda c: not c.modes_settled,  # no ratio shown unless settled
         [
             Patch(fc="white", ec="black", lw=2, label="settled by the rule (framed, bold)"),
             _unsettled_entry("not settled, no ratio shown"),
-            _diagonal_entry(),
         ],
     )
-    return finish(fig)
 
 
 ARTEFACT = "(artefact)"
@@ -255,20 +246,6 @@ def regret(axes: tuple[str, str], cells: list[Cell]) -> Figure | None:
     top = max(2.0, *(c.regret for c in found if c.regret))
     norm = colors.TwoSlopeNorm(
         vmin=min(0.5, *(c.regret for c in found if c.regret)), vcenter=1.0, vmax=top
-    )
-    fig = _colour_panels(
-        axes,
-        cells,
-        lambda c: c.regret,
-        norm,
-        "PuOr_r",
-        "auto / best exact (time)",
-        lambda c: c.auto_loses,
-        lambda c: f"{c.regret:.2f}" + (f" {ARTEFACT}" if c.regret_artefact else ""),
-        why=lambda c: c.regret_why,
-        # below 1/REGRET_BOUND, auto beats every strategy it chooses among: shown only where
-        # settled (and then marked an artefact), never as an unsettled value
-        withheld=lambda c: bool(c.regret_why) and (c.regret or 1.0) < 1 / REGRET_BOUND,
     )
     entries: list[Artist] = [
         Patch(
@@ -287,8 +264,21 @@ def regret(axes: tuple[str, str], cells: list[Cell]) -> Figure | None:
                 "strategies it beats, so a measurement artefact",
             )
         )
-    figure_legend(fig, [*entries, _diagonal_entry()])
-    return finish(fig)
+    return _colour_panels(
+        axes,
+        cells,
+        lambda c: c.regret,
+        norm,
+        "PuOr_r",
+        "auto / best exact (time)",
+        lambda c: c.auto_loses,
+        lambda c: f"{c.regret:.2f}" + (f" {ARTEFACT}" if c.regret_artefact else ""),
+        lambda c: c.regret_why,
+        # below 1/REGRET_BOUND, auto beats every strategy it chooses among: shown only where
+        # settled (and then marked an artefact), never as an unsettled value
+        lambda c: bool(c.regret_why) and (c.regret or 1.0) < 1 / REGRET_BOUND,
+        entries,
+    )
 
 
 def heat_maps(axes: tuple[str, str] | None, cells: list[Cell]) -> dict[str, Figure]:
