@@ -1,10 +1,7 @@
-"""Headless matplotlib figures of a result set. Each function returns a Figure, or None when
-the rows hold no data for it (no eps sweep, no shape sweep).
-
-Sizes are in inches as read: report.html shows each figure at ``CSS_PX_PER_IN`` px per inch
-(``display_width``), where a point is a point, so no label is below ``SMALL`` pt on the page.
-Each figure is finished (``_finish``): its layout frozen and the tick labels that would
-collide with another text left blank, so the saved image is the one measured."""
+"""Headless matplotlib figures of a result set: each a Figure, or None where the rows hold
+no data for it. Sizes are in inches as read (report.html shows ``CSS_PX_PER_IN`` px per inch),
+so no label is below ``SMALL`` pt on the page; ``finish`` freezes each figure's layout and
+blanks colliding tick labels, so the saved image is the one measured."""
 
 from __future__ import annotations
 
@@ -192,17 +189,13 @@ def _other_texts(fig: Figure) -> list[Text]:
     """The non-empty visible texts of a figure that are no tick label."""
     ticks = [tick for axis in _axes(fig) for tick in (*axis.majorTicks, *axis.minorTicks)]
     labels = {id(label) for tick in ticks for label in (tick.label1, tick.label2)}
+    texts = [t for t in fig.findobj(Text) if id(t) not in labels]
+    # shown: visible, not empty, and in an axes that is shown too
     return [
         t
-        for t in fig.findobj(Text)
-        if id(t) not in labels and t.get_visible() and t.get_text() and _shown(t)
+        for t in texts
+        if t.get_visible() and t.get_text() and (t.axes is None or t.axes.get_visible())
     ]
-
-
-def _shown(text: Text) -> bool:
-    """Whether the artists holding ``text`` are visible too (a legend, an axes)."""
-    parent = getattr(text, "axes", None)
-    return parent is None or parent.get_visible()
 
 
 def _enough_log_ticks(fig: Figure) -> None:
@@ -221,10 +214,8 @@ def _enough_log_ticks(fig: Figure) -> None:
 
 
 def finish(fig: Figure) -> Figure:
-    """Lay the figure out once and freeze it; fix its ticks; blank every tick label that
-    would collide with one already kept or with any other text (decades and the ends of a
-    linear axis first). Two layouts, not three: the ticks are fixed where the second put
-    them and the layout frozen, so its boxes are the saved figure's."""
+    """Lay the figure out, freeze its layout and ticks (its boxes are then the saved
+    figure's), and blank each tick label that would collide with a text already kept."""
     fig.draw_without_rendering()
     _enough_log_ticks(fig)
     fig.draw_without_rendering()
@@ -267,9 +258,8 @@ def _tick_priority(entry) -> tuple[bool, bool, float]:
 
 
 def figure_legend(fig: Figure, handles: list, ncols: int = 3) -> None:
-    """One legend for the whole figure, above its panels, where it hides no point; in as
-    many columns (at most ``ncols``) as fit the figure's width, the figure widened (to
-    ``MAX_WIDTH_IN``) where one column does not, so no entry is cut at its edges."""
+    """One legend above the panels (it hides no point), in as many columns (up to ``ncols``)
+    as fit; the figure widened where one column does not, so no entry is cut."""
     unique = {h.get_label(): h for h in handles}
     for columns in range(min(ncols, len(unique)), 0, -1):
         legend = fig.legend(
@@ -394,18 +384,6 @@ def _row_pitch(names) -> float:
     return 0.2 + 0.17 * max((name.count("\n") + 1 for name in names), default=1)
 
 
-def _problem_names(rows: pd.DataFrame) -> pd.Series:
-    """``model (N=.., M=..)`` of each row: a problem without its dtype (colour tells that)."""
-    return (
-        rows["model"].astype(str)
-        + " (N="
-        + rows["n_in"].astype(str)
-        + ", M="
-        + rows["n_out"].astype(str)
-        + ")"
-    )
-
-
 def time_per_strategy(
     problems: list[tuple[str, pd.DataFrame]], picks: dict[str, str] | None = None
 ) -> Figure | None:
@@ -471,19 +449,17 @@ def accuracy_per_strategy(rows: pd.DataFrame) -> Figure | None:
         figsize=(_names_width(names), _row_pitch(names) * len(labels) + 2.0),
         layout="constrained",
     )
-    handles: list = []
-    ok = ok.assign(problem=_problem_names(ok))
-    told = ok["problem"].nunique() if ok["problem"].nunique() <= len(PROBLEM_MARKERS) else 0
-    series = list(ok.groupby(["problem", "dtype"] if told else ["dtype"]))
+    # a problem without its dtype (colour tells that), its marker where few enough
+    shapes = zip(ok["model"], ok["n_in"], ok["n_out"], strict=True)
+    problem = [f"{model} (N={n}, M={m})" for model, n, m in shapes]
+    problems_ = sorted(set(problem))
+    told = len(problems_) <= len(PROBLEM_MARKERS)  # else a marker per dtype
+    series = list(ok.assign(problem=problem if told else "").groupby(["problem", "dtype"]))
     colours = {d: f"C{i}" for i, d in enumerate(sorted(ok["dtype"].astype(str).unique()))}
-    problems_ = sorted(ok["problem"].unique())
-    for i, (key, group) in enumerate(series):
-        problem, dtype = key if told else ("", key[0] if isinstance(key, tuple) else key)
+    for i, ((name, dtype), group) in enumerate(series):
         shift = (i - (len(series) - 1) / 2) * min(0.6 / len(series), 0.12)  # side by side
         y = [labels.index(label) + shift for label in group["label"]]
-        marker = (
-            PROBLEM_MARKERS[problems_.index(problem)] if told else DTYPE_MARKERS.get(str(dtype))
-        )
+        marker = PROBLEM_MARKERS[problems_.index(name)] if told else DTYPE_MARKERS.get(str(dtype))
         ax.scatter(
             group["err_eps"].clip(lower=ZERO_ERR),
             y,
@@ -492,7 +468,7 @@ def accuracy_per_strategy(rows: pd.DataFrame) -> Figure | None:
             marker=marker or "D",
             alpha=0.75,
         )
-    handles += [Line2D([], [], ls="", marker="s", color=c, label=d) for d, c in colours.items()]
+    handles = [Line2D([], [], ls="", marker="s", color=c, label=d) for d, c in colours.items()]
     if told:  # each problem's marker, so that points of different problems are told apart
         handles += [
             Line2D([], [], ls="", marker=PROBLEM_MARKERS[i], color="0.3", label=name)
@@ -565,13 +541,10 @@ def _told_apart(box: Bbox, own: tuple[float, float], others: list, margin: float
 
 
 def name_points(ax, xs, ys, labels, renderer, clear_pt=None) -> None:
-    """Write each point's label inside the axes, beside its point where no other point is
-    as near to the label, else further off with a leader line; at the first offset where
-    it overlaps no label or point already placed, else where it overlaps fewest (a crowded
-    cluster keeps every name, inside the axes). ``clear_pt``: points' half-widths kept clear
-    of names (a bigger marker, such as the pick's star), ``MARKER_HALF_PT`` by default.
-    The figure must have been laid out (drawn) with its limits final. Each label is
-    measured once and its box at every offset computed from that."""
+    """Write each point's label inside the axes (laid out, its limits final) at the first
+    offset where it overlaps no label or point already placed, else where it overlaps
+    fewest; beside its point only where no other point is as near. ``clear_pt``: each
+    point's half-width kept clear of names (``MARKER_HALF_PT`` by default)."""
     scale = ax.figure.dpi / 72.0  # points to pixels
     xs, ys, labels = list(xs), list(ys), list(labels)
     clear_pt = clear_pt if clear_pt is not None else [MARKER_HALF_PT] * len(labels)
