@@ -26,7 +26,6 @@ from matplotlib.path import Path as MplPath  # noqa: E402
 from matplotlib.text import Text  # noqa: E402
 from matplotlib.ticker import (  # noqa: E402
     FixedLocator,
-    Formatter,
     FuncFormatter,
     LogLocator,
     MaxNLocator,
@@ -133,27 +132,6 @@ def _style(ax) -> None:
         axis.label.set_fontsize(FONT)
 
 
-class _Blank(Formatter):
-    """Another formatter's tick labels, left blank at the ticks whose label would collide."""
-
-    def __init__(self, inner: Formatter, hidden: set[float]) -> None:
-        self.inner, self.hidden = inner, hidden
-
-    def set_axis(self, axis) -> None:
-        super().set_axis(axis)
-        self.inner.set_axis(axis)
-
-    def format_ticks(self, values):
-        texts = self.inner.format_ticks(values)
-        return ["" if v in self.hidden else t for v, t in zip(values, texts, strict=True)]
-
-    def __call__(self, x, pos=None) -> str:
-        return "" if x in self.hidden else self.inner(x, pos)
-
-    def get_offset(self) -> str:
-        return self.inner.get_offset()
-
-
 def _ticks_in_view(axis: Axis) -> list:
     """The ticks the last draw placed in the axis's view, compared in the axis's scale with
     matplotlib's slack (1e-10 of the span)."""
@@ -226,20 +204,14 @@ def finish(fig: Figure) -> Figure:
     renderer = _renderer(fig)
     ticks = [entry for ax in fig.axes for entry in _tick_labels(ax)]
     kept = [t.get_window_extent(renderer) for t in _other_texts(fig)]
-    hidden: dict[tuple[Axis, bool], set[float]] = {}
-    for owner, value, major, label in sorted(ticks, key=_tick_priority):
+    for *_, label in sorted(ticks, key=_tick_priority):
         points = label.get_fontproperties().get_size_in_points()
         gap = 0.3 * points * fig.dpi / 72  # a space between neighbours
         box = label.get_window_extent(renderer).padded(gap / 2, 0)
         if any(box.overlaps(other) for other in kept):
-            hidden.setdefault((owner, major), set()).add(value)
+            label.set_visible(False)  # the ticks are fixed: a later draw keeps it hidden
         else:
             kept.append(box)
-    for (axis, major), values in hidden.items():
-        if major:
-            axis.set_major_formatter(_Blank(axis.get_major_formatter(), values))
-        else:
-            axis.set_minor_formatter(_Blank(axis.get_minor_formatter(), values))
     return fig
 
 
