@@ -172,7 +172,7 @@ class Recommendation:
             times = f"{seconds_text(self.best_cpu_time)} CPU, {times} wall"
         text = f"{self.problem}: use **{self.best}** ({times})"
         if self.best_kind == Kind.APPROXIMATE:
-            text += f", approximate (err_eps {_eps_text(self.best_err_eps)})"
+            text += f", approximate (err_eps {cell(self.best_err_eps, '.3g')})"
         if self.runner_up and self.runner_up_slower is not None:  # both or neither
             by = f" {BUSY}" if self.best_cpu_time is not None else ""
             slower = digits(self.runner_up_slower)
@@ -191,7 +191,7 @@ class Recommendation:
         word = "slower" if alt.kind == Kind.EXACT else "faster"
         return (
             f" {str(alt.kind).capitalize()} alternative: {alt.name} ({seconds_text(alt.time)}, "
-            f"err_eps {_eps_text(alt.err_eps)}), {alt.ratio(word)}; {self.why}."
+            f"err_eps {cell(alt.err_eps, '.3g')}), {alt.ratio(word)}; {self.why}."
         )
 
     def choice(self, with_alternative: bool = True) -> str:
@@ -208,10 +208,6 @@ class Recommendation:
         if alt.kind == Kind.EXACT:
             return f"{self.best} (approximate, {alt.ratio('faster')} than exact {alt.name})"
         return f"{self.best} ({alt.name} is {alt.ratio('faster')} but approximate)"
-
-
-def _eps_text(value: float | None) -> str:
-    return cell(value, ".3g")
 
 
 def _exact_or_approximate(

@@ -10,6 +10,7 @@ import pandas as pd
 
 from jacbench.record.parquet import read_results
 from jacbench.record.result import Status
+from jacbench.report.display import missing
 from jacbench.report.problems import PROBLEM_KEYS, normalise
 from jacbench.report.render import Document
 from jacbench.report.screen import screen
@@ -50,12 +51,8 @@ NO_INTERVAL = "no interval"
 def _basis(pair: pd.Series) -> Basis:
     """CPU time where both rows have it on a CPU device (load hardly moves it), else wall."""
     on_cpu = str(pair.get("device")) == "cpu"
-    have = all(_has(pair.get(f"cpu_median_s_{side}")) for side in ("before", "after"))
+    have = not any(missing(pair.get(f"cpu_median_s_{side}")) for side in ("before", "after"))
     return Basis.CPU if on_cpu and have else Basis.WALL
-
-
-def _has(value: object) -> bool:
-    return value is not None and not pd.isna(value)
 
 
 def _side(pair: pd.Series, side: str) -> dict[str, object]:
@@ -167,8 +164,8 @@ def compare_report(before_dir: Path, after_dir: Path, out: Path) -> tuple[Path, 
 def _conditions(pair: pd.Series, side: str) -> str:
     """How a side was timed: its number of blocks and its CPU/wall (contention)."""
     blocks, cpu = pair.get(f"n_blocks_{side}"), pair.get(f"cpu_wall_ratio_{side}")
-    text = "n=" + ("-" if not _has(blocks) else str(int(blocks)))
-    return text + (f", CPU/wall {float(cpu):.2f}" if _has(cpu) else "")
+    text = "n=" + ("-" if missing(blocks) else str(int(blocks)))
+    return text + ("" if missing(cpu) else f", CPU/wall {float(cpu):.2f}")
 
 
 def _sort_key(ratios: pd.Series) -> pd.Series:

@@ -5,6 +5,8 @@ from __future__ import annotations
 
 import pandas as pd
 
+from jacbench.report.display import missing
+
 COLUMNS = {
     "torch": "torch_version",
     "device": "device",
@@ -19,9 +21,7 @@ HEADER = [*COLUMNS, "jobs"]
 
 
 def _text(value: object) -> str:
-    if value is None or (isinstance(value, float) and value != value) or value is pd.NA:
-        return "-"
-    return str(value) or "-"
+    return "-" if missing(value) else str(value) or "-"
 
 
 def environment_lines(rows: pd.DataFrame) -> list[list[str]]:

@@ -1,9 +1,7 @@
 """``python -m jacbench.report --history DIR1 DIR2 ...``: each strategy's time across result
 folders measured with different torch or jacbench versions (or machines), in the order given,
-with each change between neighbours judged by the rule (``jacbench.timing.rule.verdict``).
-
-Users track Jacobian speed across releases (functorch #989, pytorch #99573): a settled
-slowdown is named with both intervals, a difference the rule cannot settle is not.
+with each change between neighbours judged by the rule (``jacbench.timing.rule.verdict``):
+a settled slowdown is named with both intervals, a difference the rule cannot settle is not.
 """
 
 from __future__ import annotations

@@ -12,9 +12,8 @@ from jacbench.report import plots
 from jacbench.report.analysis import recommend
 from jacbench.report.problems import normalise, problems
 
-# At most this many problems get a figure on each of their job runs: on the map (150
-# problems, 1950 job runs) drawing and logging them added ~10 minutes to the sweep's end on
-# two cores; the report's figures and the problems' chart sections serve a sweep that large.
+# At most this many problems get a figure on each of their job runs: drawing one per job of
+# a large sweep is slow, and the report's figures serve a sweep that large.
 MOST_PROBLEMS = 12
 
 

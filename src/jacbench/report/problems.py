@@ -165,12 +165,9 @@ def _standing_pairs(first: pd.DataFrame, again: pd.DataFrame) -> list[pd.DataFra
 
 @dataclass(frozen=True)
 class Moments:
-    """One problem's rows read so that every verdict compares rows of one moment. Two jobs
-    are two moments (a re-timing at the sweep's end can run slower than the first round, and
-    ranked among the first round's times would fall behind a variant never timed again). So
-    the first round's rows rank every variant, and two variants timed side by side (a pair
-    that stands: ``_standing_pairs``) take their two places in the order of that re-timing,
-    with its rows."""
+    """One problem's rows read so that every verdict compares rows of one moment (a re-timing
+    may run slower than the first round): the first round's rows rank every variant, and a
+    pair timed side by side (``_standing_pairs``) takes its two places in that order."""
 
     first: pd.DataFrame  # ``pick``'s first-round rows
     newest: pd.DataFrame  # ``pick``'s rows of any round (for a variant without a first round)

@@ -1,6 +1,5 @@
-"""Rows a report cannot use are skipped and named, never a traceback: a result folder may
-hold hand-edited, foreign or repeated files (issue 32 found NaN medians, negative spreads,
-unknown statuses, older files without times and three copies of one row)."""
+"""Rows a report cannot use (NaN or negative times, unknown statuses, copies of a row) are
+skipped and named, never a traceback: a result folder may hold hand-edited or foreign files."""
 
 from __future__ import annotations
 
