@@ -1,10 +1,6 @@
-"""The answer on the first screen: what a sweep's parent run says in the MLflow UI.
-
-Made from the sweep's recorded rows (like the report): a markdown description with the
-recommendation per problem (and the experiment's answer), short tags naming the recommended
-strategy and its speedup over ``functional``, a readable run name, and a compact summary
-table that MLflow can show.
-"""
+"""What a sweep's parent run says in the MLflow UI, from its recorded rows (as the report):
+a markdown description with the recommendation per problem, tags naming the recommended
+strategy and its speedup over ``functional``, and a summary table MLflow can show."""
 
 from __future__ import annotations
 
@@ -21,8 +17,8 @@ from jacbench.report.display import time_text
 from jacbench.report.problems import DEFAULT_STRATEGY, latest_ok, normalise, problems
 from jacbench.timing.rule import cpu_basis, digits, interval_of
 
-# The summary table's columns, in units read at a glance (what log_table shows), the answer
-# first: MLflow's table viewer showed time and err_eps off-screen when they came last.
+# The summary table's columns, in units read at a glance, the answer first (MLflow's table
+# viewer shows the first columns without scrolling).
 TABLE_COLUMNS = [
     "strategy",
     "time_median_ms",
@@ -60,8 +56,7 @@ def answer_metrics(rec: Recommendation, group: pd.DataFrame) -> dict[str, float]
     over the default."""
     if rec.best is None:
         return {"settled": 0.0}
-    best = latest_ok(group)
-    best = best[best["label"] == rec.best].iloc[0]
+    best = _best_row(rec, group)
     found = {
         "settled": 0.0 if rec.unsettled else 1.0,
         "time_median_ms": best["time_median_s"] * 1e3,
@@ -77,6 +72,11 @@ def answer_metrics(rec: Recommendation, group: pd.DataFrame) -> dict[str, float]
         found |= {"cpu_median_ms": cpu.median * 1e3, "cpu_ci_low_ms": cpu.low * 1e3}
         found |= {"cpu_ci_high_ms": cpu.high * 1e3}
     return {k: float(v) for k, v in found.items() if v is not None and not pd.isna(v)}
+
+
+def _best_row(rec: Recommendation, group: pd.DataFrame) -> pd.Series:
+    ok = latest_ok(group)
+    return ok[ok["label"] == rec.best].iloc[0]
 
 
 def _ms(seconds: object) -> float | None:
@@ -129,7 +129,7 @@ def headline(recs: list[Recommendation]) -> str:
 
 
 REPORT = "report/report.html"  # the artifact the description's first line opens
-MAX_LINE = 120  # the Overview shows markdown: longer lines made the page 7415 px wide
+MAX_LINE = 120  # the Overview shows markdown: a longer line widens the page
 
 
 def _wrapped(text: str, indent: str = "") -> list[str]:
@@ -140,12 +140,6 @@ def _wrapped(text: str, indent: str = "") -> list[str]:
     )
 
 
-def short_line(rec: Recommendation, group: pd.DataFrame) -> str:
-    """``_short_line`` as markdown: brackets escaped (MLflow's markdown drew an interval such
-    as [970-1439] as a link)."""
-    return _short_line(rec, group).replace("[", "\\[").replace("]", "\\]")
-
-
 def _short_line(rec: Recommendation, group: pd.DataFrame) -> str:
     """One problem's answer at a glance: ``mlp f64: use jacfwd, 1.1 ms [1.0-1.2], 48x faster
     than functional, error 0.9 eps``; the full sentence is in the report and answer.md."""
@@ -154,8 +148,7 @@ def _short_line(rec: Recommendation, group: pd.DataFrame) -> str:
     if rec.best is None or rec.unsettled:
         reason = rec.none_finished or rec.unsettled
         return f"{rec.problem}: {rec.choice()}" + (f": {reason}" if reason else "")
-    best = latest_ok(group)
-    best = best[best["label"] == rec.best].iloc[0]
+    best = _best_row(rec, group)
     parts = [f"{rec.problem}: use **{rec.choice()}**", time_text(best)]
     if rec.speedup_vs_default:
         parts.append(f"{digits(rec.speedup_vs_default)}x faster than {DEFAULT_STRATEGY}")
@@ -199,10 +192,11 @@ def overview(
     first = _first_line(recs, speedups)
     if REPORT in links:
         first += f" ([the report]({links[REPORT]}))"
-    lines = [first, ""]  # the per-problem lines next: the collapsed
-    # description shows the first three lines
+    lines = [first, ""]  # the per-problem lines next: the collapsed description shows three
     for rec, (_, group) in zip(recs, groups, strict=True):
-        lines += _wrapped("- " + short_line(rec, group), "  ")
+        # brackets escaped: MLflow's markdown reads an interval such as [970-1439] as a link
+        line = _short_line(rec, group).replace("[", "\\[").replace("]", "\\]")
+        lines += _wrapped("- " + line, "  ")
     lines += ["", *_wrapped(RULE)]
     if answer:
         lines += ["", *_wrapped("The full answer, with every strategy's figures: `answer.md`.")]
