@@ -344,9 +344,7 @@ def summary_table(rows: pd.DataFrame, missing_jobs: list[int]) -> Table:
             str(num),
             *["?"] * (5 if with_round else 4),
             "[bold red]no record[/]",
-            "-",
-            "-",
-            "-",
+            *["-"] * 3,  # time, rel_err, verdict
             "the job did not run, or died before recording",
         )
     return table

@@ -86,12 +86,15 @@ class Change:
     def settled(self) -> bool:
         return self.order in (Order.FASTER, Order.SLOWER)
 
+    @property
+    def word(self) -> str:
+        return {Order.FASTER: "faster", Order.SLOWER: "slower"}.get(self.order, "not settled")
+
     def line(self, versions: list[Version]) -> str:
-        word = {Order.FASTER: "faster", Order.SLOWER: "slower"}.get(self.order, "not settled")
         ratio = f"{self.ratio:.3g}x" if self.settled else "no ratio"
         return (
             f"{self.problem}: {self.label} {versions[self.before].label} -> "
-            f"{versions[self.after].label}: {word} ({ratio}; {self.text})"
+            f"{versions[self.after].label}: {self.word} ({ratio}; {self.text})"
         )
 
 
@@ -111,12 +114,9 @@ def changes(rows: pd.DataFrame) -> list[Change]:
                 old, new = by_version[before].loc[label], by_version[after].loc[label]
                 if pd.isna(old["time_median_s"]) or pd.isna(new["time_median_s"]):
                     continue
-                named = (new.copy(), old.copy())  # the rule's sentence names the versions
-                named[0]["label"], named[1]["label"] = (
-                    f"version {after + 1}",
-                    f"version {before + 1}",
-                )
-                result = verdict(*named)  # FASTER: the later version is faster
+                # FASTER: the later version is faster; the rule's sentence names the versions
+                later = {**new, "label": f"version {after + 1}"}
+                result = verdict(later, {**old, "label": f"version {before + 1}"})
                 ratio = float(new["time_median_s"]) / float(old["time_median_s"])
                 change = Change(title, str(label), before, after, result.order, ratio, result.text)
                 found.append(change)
@@ -155,14 +155,10 @@ def history_figure(
     handles = {}
     styles = strategy_styles(sorted({str(lb) for _, g in groups for lb in g["label"]}))
     for ax, (title, group) in zip(axes, groups, strict=True):
-        for label, series in group.groupby("label", sort=True):
-            points = pd.concat(
-                [latest_ok(g) for _, g in series.groupby("version")], ignore_index=True
-            ).dropna(subset=["time_median_s"])
-            points = points.sort_values("version")
-            if points.empty:
-                continue
-            bars = ax.errorbar(
+        newest = pd.concat(latest_ok(g) for _, g in group.groupby("version"))
+        timed = newest.dropna(subset=["time_median_s"]).sort_values("version")
+        for label, points in timed.groupby("label", sort=True):
+            handles[str(label)] = ax.errorbar(
                 points["version"] + 1,
                 points["time_median_s"] * 1e3,
                 yerr=interval_bars(points) * 1e3,
@@ -170,7 +166,6 @@ def history_figure(
                 label=str(label),
                 **styles[str(label)],
             )
-            handles[str(label)] = bars
             rings = [c.after for c in settled if c.problem == title and c.label == label]
             ringed = points[points["version"].isin(rings)]
             if len(ringed):
@@ -216,16 +211,12 @@ def number_lines(
                 else "-"
                 for v in versions
             ]
-            change = last.get((title, label))
-            word = "" if change is None else _change_word(change)
+            word = ""
+            if (change := last.get((title, label))) is not None:
+                ratio = f" {change.ratio:.3g}x" if change.settled else ""
+                word = f"{change.before + 1} -> {change.after + 1}: {change.word}{ratio}"
             lines.append([title, label, *cells, word])
     return header, lines
-
-
-def _change_word(change: Change) -> str:
-    word = {Order.FASTER: "faster", Order.SLOWER: "slower"}.get(change.order, "not settled")
-    ratio = f" {change.ratio:.3g}x" if change.settled else ""
-    return f"{change.before + 1} -> {change.after + 1}: {word}{ratio}"
 
 
 def history_report(folders: list[Path], out: Path) -> tuple[Path, list[str]]:

@@ -497,19 +497,16 @@ def _annotate(ax, label: str, xy: tuple[float, float], offset: tuple[int, int]) 
     )
 
 
-def _distance(box: Bbox, point: tuple[float, float]) -> float:
-    """Display units from ``point`` to the nearest edge of ``box`` (0 inside it)."""
-    px, py = point
-    dx = max(box.x0 - px, 0.0, px - box.x1)
-    dy = max(box.y0 - py, 0.0, py - box.y1)
-    return math.hypot(dx, dy)
-
-
 def _told_apart(box: Bbox, own: tuple[float, float], others: list, margin: float) -> bool:
     """Whether a label without a leader line reads as its own point's: no other point is
     within ``margin`` of being as near to it."""
-    near = _distance(box, own) + margin
-    return all(_distance(box, point) > near for point in others)
+
+    def distance(point: tuple[float, float]) -> float:  # to the box's nearest edge, 0 inside
+        px, py = point
+        return math.hypot(max(box.x0 - px, 0.0, px - box.x1), max(box.y0 - py, 0.0, py - box.y1))
+
+    near = distance(own) + margin
+    return all(distance(point) > near for point in others)
 
 
 def name_points(ax, xs, ys, labels, renderer, clear_pt=None) -> None:

@@ -54,21 +54,17 @@ def labels(rows: pd.DataFrame) -> list[str]:
     """Each row's variant label (``jacbench.record.variant``): the recorded one, or for a row
     of an earlier jacbench (none recorded) its strategy with the options that differ among
     that strategy's rows here."""
-    recorded = rows["variant"].fillna("").astype(str) if "variant" in rows else None
-    out = []
+    recorded = rows["variant"].fillna("").astype(str) if "variant" in rows else [""] * len(rows)
     parsed = [parse_options(o) for o in rows["strategy_options"]]
     varying: dict[str, set[str]] = {str(s): set() for s in rows["strategy"]}
     for strategy in varying:
         mine = [o for s, o in zip(rows["strategy"], parsed, strict=True) if str(s) == strategy]
         keys = {k for o in mine for k in o}
         varying[strategy] = {k for k in keys if len({json.dumps(o.get(k)) for o in mine}) > 1}
-    for i, (strategy, options) in enumerate(zip(rows["strategy"], parsed, strict=True)):
-        if recorded is not None and recorded.iloc[i]:
-            out.append(recorded.iloc[i])
-            continue
-        keys = varying[str(strategy)]
-        out.append(variant.label(str(strategy), {k: options.get(k) for k in sorted(keys)}))
-    return out
+    return [
+        given or variant.label(str(s), {k: options.get(k) for k in sorted(varying[str(s)])})
+        for s, options, given in zip(rows["strategy"], parsed, recorded, strict=True)
+    ]
 
 
 def parse_options(text: object) -> dict:
