@@ -66,8 +66,7 @@ def judge(pair: pd.Series) -> tuple[str, float | None, str, str, str]:
     basis = _basis(pair)
     sides = {side: _side(pair, side) for side in ("before", "after")}
     before, after = (interval_of(row, side, basis) for side, row in sides.items())
-    before_text, after_text = (iv.text() if iv else NO_INTERVAL for iv in (before, after))
-    texts = (before_text, after_text)
+    texts = (before.text() if before else NO_INTERVAL, after.text() if after else NO_INTERVAL)
     if before is None or after is None:
         return "unknown (no interval)", None, basis.name.lower(), *texts
     ratio = after.median / before.median

@@ -1,10 +1,6 @@
 """A sweep over two numeric axes read as a map: per cell, the settled winner, best forward
-over best reverse, and auto's regret (``+experiment=map``; any sweep over two numbers works).
-
-Every verdict comes from the recorded rows through the recommendation (``analysis.recommend``)
-and the rule for "A beats B" (``jacbench.timing.rule``): a cell whose order the rule does not
-settle is a tie, never a winner.
-"""
+over best reverse, and auto's regret. Every verdict comes from ``analysis.recommend`` and the
+rule (``jacbench.timing.rule``): a cell whose order the rule does not settle is a tie."""
 
 from __future__ import annotations
 

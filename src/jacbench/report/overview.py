@@ -49,11 +49,9 @@ class Overview:
 
 
 def answer_metrics(rec: Recommendation, group: pd.DataFrame) -> dict[str, float]:
-    """A problem's answer in the jobs' metric columns: the leader's median with its interval,
-    err_eps, verdict and whether it is exact, ``settled`` 1 where the rule names it the
-    winner, else 0 (its figures all the same: they were measured); where the order was read
-    from CPU time (a busy machine), its CPU median and interval too; and its settled speedup
-    over the default."""
+    """A problem's answer in the jobs' metric columns: the leader's median and interval,
+    err_eps and verdict, ``settled`` (1 where the rule names it the winner), its CPU time where
+    the order was read from it, and its settled speedup over the default."""
     if rec.best is None:
         return {"settled": 0.0}
     best = _best_row(rec, group)
@@ -179,11 +177,9 @@ def overview(
     files: list[str] | None = None,
     links: dict[str, str] | None = None,
 ) -> Overview:
-    """The parent run's description, tags and metrics from the sweep's rows. The
-    description's first line is the answer in one line (the runs table shows only that
-    line) and opens the report; no line is longer than MAX_LINE. ``files``: the parent's
-    artifacts, to list (answer.md where ``answer``); ``links``: artifact path -> its page in
-    MLflow's artifact viewer (the report, and each figure at full size)."""
+    """The parent run's description (its first line the answer: the runs table shows only
+    that line), tags and metrics. ``files``: the artifacts to list; ``links``: artifact path
+    -> its page in MLflow's artifact viewer (the report, each figure at full size)."""
     rows, _ = normalise(rows)
     groups = problems(rows)
     recs = [recommend(title, group) for title, group in groups]

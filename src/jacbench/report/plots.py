@@ -177,9 +177,8 @@ def _other_texts(fig: Figure) -> list[Text]:
 
 
 def _enough_log_ticks(fig: Figure) -> None:
-    """Where fewer than three labelled ticks of a log axis fall in view, label the decades
-    (1, 2 and 5 give none beyond about ten decades), then every integer mantissa (a span
-    under a decade), then two rounded values inside the span."""
+    """Where fewer than three labelled ticks of a log axis fall in view, label the decades,
+    then every integer mantissa, then two rounded values inside the span."""
     for axis in _axes(fig):
         if axis.get_scale() != "log":
             continue
@@ -359,10 +358,9 @@ def _row_pitch(names) -> float:
 def time_per_strategy(
     problems: list[tuple[str, pd.DataFrame]], picks: dict[str, str] | None = None
 ) -> Figure | None:
-    """Median time of every ok strategy, per problem, on a log axis in ms; bars span the 95%
-    confidence interval of the median, colour and marker tell exact from approximate, and
-    the recommended strategy (``picks``: problem title -> label) is starred. One panel per
-    problem, each as tall as its strategies' names need."""
+    """Median time (ms, log axis, bar: 95% interval) of every ok strategy, coloured by kind,
+    the pick (``picks``: problem title -> label) starred; a panel per problem, as tall as its
+    strategies' names need."""
     picks = picks or {}
     panels = [(t, latest_ok(r).sort_values("time_median_s")) for t, r in problems]
     panels = [(t, r.reset_index(drop=True)) for t, r in panels if len(r)]
@@ -578,10 +576,9 @@ POINT_NAME_WIDTH = 30  # characters a line of a point's name
 def speed_vs_accuracy(
     problems: list[tuple[str, pd.DataFrame]], picks: dict[str, str] | None = None
 ) -> Figure | None:
-    """Each ok job as a point named by its strategy: time against error (both log axes),
-    coloured by kind, shaped by dtype, with the tolerances as lines and the recommended
-    strategy (``picks``: problem title -> label) starred; one full-width panel per problem
-    (their times are not comparable, and names need the room)."""
+    """Each ok job as a point named by its strategy: time against error (log axes), coloured
+    by kind, shaped by dtype, tolerances as lines, the pick starred; a full-width panel per
+    problem (their times are not comparable, and names need the room)."""
     picks = picks or {}
     # the newest ok row of each variant that has a time and an error to draw, at their places
     panels = [(t, latest_ok(r).dropna(subset=["err_eps", "time_median_s"])) for t, r in problems]
@@ -715,10 +712,9 @@ def _family_text(text: str) -> str:
 
 
 def time_vs_shape(problems: list[tuple[str, pd.DataFrame]]) -> Figure | None:
-    """Best forward-mode and reverse-mode time (ms, bars: the 95% interval of the median)
-    against N/M, where one shape axis was swept: one curve per model family and dtype. A
-    family swept over N and M both is drawn as a map (``report.heatmaps``) instead: N/M alone
-    would join points of different sizes into one curve."""
+    """Best forward- and reverse-mode time (ms, bar: 95% interval) against N/M, a curve per
+    model family and dtype where one shape axis was swept (a family swept over both is a map,
+    ``report.heatmaps``: N/M alone would join points of different sizes)."""
     bests = []
     for _, rows in problems:
         exact = standing(rows).dropna(subset=["time_median_s"])  # fastest first
@@ -825,9 +821,8 @@ def timed_problems(
 
 def all_plots(rows: pd.DataFrame, problems: list[tuple[str, pd.DataFrame]]) -> dict[str, Figure]:
     picks = {title: settled_pick(recommend(title, group)) for title, group in problems}
-    # rows of an accuracy question (timing=none) have no time to draw; a panel per problem
-    # only up to MAX_PROBLEM_PANELS (the map's 150 problems would make a figure 90000 px tall:
-    # its heat maps and the tables cover them)
+    # untimed rows (timing=none) have no time to draw; a panel per problem only up to
+    # MAX_PROBLEM_PANELS (more would make a figure too tall: heat maps and tables cover them)
     every = timed_problems(problems)
     timed = every if len(every) <= MAX_PROBLEM_PANELS else []
     figures = {

@@ -72,11 +72,8 @@ class Document:
 
     def bullets(self, items: list[str]) -> None:
         self.md += [*(f"- {markdown_safe(item)}" for item in items), ""]
-        self.html.append(
-            "<ul>"
-            + "".join(f"<li>{html.escape(i).replace('**', '')}</li>" for i in items)
-            + "</ul>"
-        )
+        listed = "".join(f"<li>{html.escape(i).replace('**', '')}</li>" for i in items)
+        self.html.append(f"<ul>{listed}</ul>")
 
     def table(self, header: list[str], lines: list[list[str]]) -> None:
         self.md += [markdown_table(header, lines), ""]
