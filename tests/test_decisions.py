@@ -388,3 +388,16 @@ def test_where_the_last_tier_was_reached_here_before_patience_goes_straight_for_
     entry.write_text(json.dumps(data))
     stages = jacbench.prepare(f, x, patience=0.0).tiers.stages
     assert [(s.tier, s.cost_s) for s in stages] == [("compiled", 2.5)]
+
+
+def test_without_patience_no_build_cost_is_looked_up(cache, monkeypatch):
+    """The default tiered auto moves only at settle(): it reads and hashes nothing for
+    patience's yardstick at prepare."""
+    looked_up = []
+    real = decisions.recall
+    monkeypatch.setattr(decisions, "recall", lambda key: looked_up.append(key) or real(key))
+    x = torch.randn(5, dtype=torch.float64)
+    jacbench.prepare(f, x)(x)
+    assert looked_up == []
+    jacbench.prepare(f, x, patience=1.0)
+    assert len(looked_up) == 1

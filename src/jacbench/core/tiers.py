@@ -86,15 +86,16 @@ class Tiered:
 
     def _answer(self, x: torch.Tensor, both: bool) -> Any:
         form = self.current
-        start = time.process_time()
+        patience = self.patience if self.stages else None  # no move ahead: no clock read
+        start = time.process_time() if patience is not None else 0.0
         try:
             out = form.raw_both(x) if both else form.raw(x)
         except RetraceStorm as exc:
             form = self._stormed(form, exc)
             return form.raw_both(x) if both else form.raw(x)
-        if self.patience is not None and self.stages:
+        if patience is not None and self.stages:
             self.spent_s += time.process_time() - start
-            if self.spent_s >= self.patience * self.stages[0].cost_s:
+            if self.spent_s >= patience * self.stages[0].cost_s:
                 self._move()
         return out
 

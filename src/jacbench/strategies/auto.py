@@ -343,7 +343,8 @@ def tiered(problem: Problem, opts: AutoOptions) -> Declared:
     """The cheapest form now; ``prep.settled()`` builds the last one that can be built."""
     (tier, name, options), *later = ladder(problem)
     first = _prepare_named(name, problem, **options)
-    costs = BuildCosts(_key(problem, opts), first.strategy)
+    # only patience reads the costs: without it nothing is looked up, hashed or written
+    costs = BuildCosts(_key(problem, opts) if opts.patience is not None else "", first.strategy)
     stages = [
         Stage(
             t.value,
