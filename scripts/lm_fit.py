@@ -355,10 +355,12 @@ def _fit(method: str, dtype: torch.dtype, iterations: int, jacbench, calls: int)
             "iterations": 0,
             "n_jac": 1,
         }
-    jac = TierClock(JACOBIANS[method](residuals, theta0), start)
-    jac(theta0)  # preparation ends with the first Jacobian
+    jac = JACOBIANS[method](residuals, theta0)
+    clock = TierClock(jac, start) if method == "jacbench_auto_patient" else None
+    fitted = clock or jac  # only the patient method pays for reading its tier at each call
+    fitted(theta0)  # preparation ends with the first Jacobian
     prepare = since(start)
-    _, loss, its, n_jac, jac_s = levenberg_marquardt(residuals, jac, theta0, iterations)
+    _, loss, its, n_jac, jac_s = levenberg_marquardt(residuals, fitted, theta0, iterations)
     out = {
         "prepare": prepare,
         "fit": since(start),
@@ -366,13 +368,18 @@ def _fit(method: str, dtype: torch.dtype, iterations: int, jacbench, calls: int)
         "iterations": its,
         "n_jac": n_jac,
         "per_call": jac_s / n_jac,
-        "tier": jac.tier(),
+        "tier": tier_of(jac),
     }
-    if method == "jacbench_auto_patient":  # on, past the fit: when each tier is reached
-        while jac.calls < calls and jac.tier() != LAST_TIER:
-            jac(theta0)
-        out["reached"] = jac.reached
+    if clock is not None:  # on, past the fit: when each tier is reached
+        while clock.calls < calls and tier_of(jac) != LAST_TIER:
+            clock(theta0)
+        out["reached"] = clock.reached
     return out
+
+
+def tier_of(jac: Jacobian) -> str:
+    """The tier auto answers from ("" for the other methods)."""
+    return getattr(getattr(jac, "info", None), "tier", "")
 
 
 LAST_TIER = "compiled"
@@ -386,13 +393,10 @@ class TierClock:
         self.jac, self.start, self.calls = jac, start, 0
         self.reached: list[tuple[str, int, float]] = []
 
-    def tier(self) -> str:
-        return getattr(getattr(self.jac, "info", None), "tier", "")
-
     def __call__(self, theta: torch.Tensor) -> torch.Tensor:
         out = self.jac(theta)
         self.calls += 1
-        tier = self.tier()
+        tier = tier_of(self.jac)
         if tier and (not self.reached or self.reached[-1][0] != tier):
             self.reached.append((tier, self.calls, since(self.start)[0]))
         return out
