@@ -17,10 +17,7 @@ from jacbench.report.problems import normalise
 def _winners(cells: list[grid.Cell]) -> list[str]:
     """Each family's winners as a text grid: M down (largest first), N across."""
     out = []
-    families: dict[str, list[grid.Cell]] = {}
-    for c in cells:
-        families.setdefault(c.family, []).append(c)
-    for family, found in families.items():
+    for family, found in grid.by_family(cells).items():
         xs, ys = sorted({c.x for c in found}), sorted({c.y for c in found}, reverse=True)
         at = {(c.x, c.y): c for c in found}
 

@@ -83,6 +83,15 @@ class Cell:
         return self.regret is not None and not self.regret_why and self.regret < 1 / REGRET_BOUND
 
 
+def by_family(found: list[Cell]) -> dict[str, list[Cell]]:
+    """The cells of each family (a panel of the heat maps, a grid of the console answer),
+    in the order the families first appear."""
+    families: dict[str, list[Cell]] = {}
+    for c in found:
+        families.setdefault(c.family, []).append(c)
+    return families
+
+
 def _fastest(ranked: pd.DataFrame) -> pd.Series | None:
     """The first timed row of rows ranked by ``problems.standing``."""
     timed = ranked.dropna(subset=["time_median_s"])

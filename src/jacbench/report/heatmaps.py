@@ -16,7 +16,7 @@ from matplotlib.lines import Line2D
 from matplotlib.patches import Patch, Rectangle
 from matplotlib.ticker import FuncFormatter, NullFormatter
 
-from jacbench.report.grid import REGRET_BOUND, Cell, axis_name
+from jacbench.report.grid import REGRET_BOUND, Cell, axis_name, by_family
 from jacbench.report.plots import FONT, SMALL, figure_legend, finish, panel_grid
 
 if TYPE_CHECKING:
@@ -54,9 +54,7 @@ def short(label: str) -> str:
 
 def _panels(cells: list[Cell]) -> tuple[Figure, list]:
     """A figure of one panel per family: (axes, family, its cells) each."""
-    families: dict[str, list[Cell]] = {}
-    for c in cells:
-        families.setdefault(c.family, []).append(c)
+    families = by_family(cells)
     fig, axs = panel_grid(len(families), COLUMNS, PANEL_IN, (0.0, 0.9))
     return fig, [(ax, *family) for ax, family in zip(axs, families.items(), strict=True)]
 
