@@ -62,7 +62,8 @@ def _build_in_memory(tmp: Path, artifact_root: str) -> None:
         with contextlib.suppress(OSError):
             if time.time() - stale.stat().st_mtime > STALE_TMP_S:
                 shutil.rmtree(stale)
-    with tempfile.TemporaryDirectory(dir=shm, prefix=SCRATCH) as scratch:
+    # named by this process: whoever cleans up after a killed creation can tell its folder
+    with tempfile.TemporaryDirectory(dir=shm, prefix=f"{SCRATCH}{os.getpid()}-") as scratch:
         built = Path(scratch) / "mlflow.db"
         _build(built, artifact_root)
         with open(built, "rb") as source, open(tmp, "wb") as target:
