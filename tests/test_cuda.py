@@ -59,3 +59,27 @@ def test_a_function_of_nothing_has_zeros_on_its_device():
     x = torch.ones(3, device=CUDA)
     jac = jacbench.prepare(lambda x: torch.zeros(2, device=x.device), x, "double_backward")(x)
     assert jac.device.type == "cuda" and not bool(jac.any())
+
+
+@pytest.mark.parametrize(
+    "cfg",
+    [
+        {"_target_": "jacbench.models.adbench.BundleAdjustment", "n": 3, "m": 5, "p": 8},
+        {"_target_": "jacbench.models.hand_tracking.HandTracking", "file": "hand1_t26_c100.txt"},
+    ],
+    ids=["ba", "ht"],
+)
+def test_the_field_problems_build_on_cuda_and_give_the_cpus_jacobian(cfg: dict):
+    """BA's starting point joined a weight made on the CPU to buffers on the GPU, and its
+    traced pattern indexed host ids with the GPU's index buffers."""
+    from jacbench.benchmark.problems import build_problem
+
+    gpu = build_problem(cfg, torch.float64, CUDA, seed=0)
+    cpu = build_problem(cfg, torch.float64, CPU, seed=0)
+    assert torch.equal(gpu.x.cpu(), cpu.x)
+    expected = torch.func.jacrev(cpu.f)(cpu.x)
+    assert torch.allclose(torch.func.jacrev(gpu.f)(gpu.x).cpu(), expected, rtol=1e-10)
+    # its pattern traced on the host: the propagation read the GPU's index buffers
+    sparse = jacbench.prepare(gpu.f, gpu.x, "sparse_jacfwd")
+    assert sparse.info.pattern_source == "traced"
+    assert torch.allclose(sparse(gpu.x).to_dense().cpu(), expected, rtol=1e-10)

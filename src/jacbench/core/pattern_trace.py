@@ -35,6 +35,7 @@ from jacbench.core.torch_internals import (
 # A conservative rule (every output element depends on all its operands' inputs) is refused
 # beyond this many (element, input) pairs: the pattern is then dense for all practical purposes.
 DENSE_PAIRS = 50_000_000
+CPU = torch.device("cpu")
 aten = torch.ops.aten
 
 
@@ -158,11 +159,17 @@ class Propagation:
 
     # -- value kinds --------------------------------------------------------------------
     def get(self, arg: Any) -> Any:
+        """An argument's value; constants on the host, where the rules read their values
+        (a CUDA model's buffers, a ``device=`` of a factory)."""
         if isinstance(arg, torch.fx.Node):
             return self.values[arg]
         if isinstance(arg, (list, tuple)):
             return type(arg)(self.get(a) for a in arg)
-        return arg
+        if isinstance(arg, dict):
+            return {k: self.get(v) for k, v in arg.items()}
+        if isinstance(arg, torch.Tensor):
+            return arg.cpu()
+        return CPU if isinstance(arg, torch.device) else arg
 
     @staticmethod
     def _deps(args: Any) -> list[Dep]:
@@ -175,7 +182,7 @@ class Propagation:
                 shape = _shape(node)
                 self.values[node] = Dep(shape, sp.identity(self.n, dtype=bool, format="csr"))
             elif node.op == "get_attr":
-                self.values[node] = getattr(self.gm, node.target)
+                self.values[node] = self.get(getattr(self.gm, node.target))
             elif node.op == "call_function":
                 self.values[node] = self.call(node)
             elif node.op == "output":

@@ -128,7 +128,7 @@ class BundleAdjustment(nn.Module):
             [
                 self.camera.repeat(self.n),
                 self.point.repeat(self.m),
-                torch.full((self.p,), self.weight0, dtype=torch.float64),
+                self.camera.new_full((self.p,), self.weight0),  # on the module's device
             ]
         )
 
