@@ -38,9 +38,10 @@ import torch
 from torch import nn
 
 import jacbench
+from jacbench.core.interleaved import finished
 from jacbench.record.parquet import read_results
 from jacbench.timing.config import TimingConfig
-from jacbench.timing.measure import peak_memory, synchronize, time_steady_state, torch_threads
+from jacbench.timing.measure import peak_memory, time_steady_state, torch_threads
 
 # checked from their rows, not their plots: no report; two jobs at a time (check 5)
 SWEEP = ["strategy=jacrev,jacfwd,fd_central", "model=mlp", "timing=quick", "report=false"]
@@ -97,7 +98,7 @@ def check_timing(device: torch.device) -> Check:
     net, x = mlp_problem(device)
     prep = jacbench.prepare(net, x, "jacrev")
     prep(x)
-    synchronize(device)
+    finished(device)
 
     def events() -> float:
         with torch_threads(1):  # as jacbench times it (threads=1)

@@ -83,3 +83,19 @@ def test_the_field_problems_build_on_cuda_and_give_the_cpus_jacobian(cfg: dict):
     sparse = jacbench.prepare(gpu.f, gpu.x, "sparse_jacfwd")
     assert sparse.info.pattern_source == "traced"
     assert torch.allclose(sparse(gpu.x).to_dense().cpu(), expected, rtol=1e-10)
+
+
+def test_calibration_on_cuda_times_the_kernels_not_their_launch():
+    """A call on the GPU returns once its kernels are queued: timed by CPU time, a call that
+    queues a long product looked as cheap as one that queues a short one, and auto chose by
+    launch cost. Here 8 products of 4096x4096 against one of 64x64."""
+    from jacbench.core.interleaved import seconds_per_call
+
+    big, small = torch.randn(4096, 4096, device=CUDA), torch.randn(64, 64, device=CUDA)
+
+    def long_call():
+        for _ in range(8):
+            big @ big
+
+    slow, fast = seconds_per_call([long_call, lambda: small @ small], 0.2, device=CUDA)
+    assert slow > 20 * fast, (slow, fast)

@@ -401,3 +401,16 @@ def test_without_patience_no_build_cost_is_looked_up(cache, monkeypatch):
     assert looked_up == []
     jacbench.prepare(f, x, patience=1.0)
     assert len(looked_up) == 1
+
+
+def test_on_an_accelerator_calibration_reads_the_wall_clock():
+    """A call on a GPU only queues its kernels: its CPU time is the launch, not the work
+    (tests/test_cuda.py times real kernels where there is a GPU)."""
+    import time
+
+    from jacbench.core.interleaved import calibration_clock
+    from jacbench.timing.measure import torch_threads
+
+    with torch_threads(1):
+        assert calibration_clock(torch.device("cpu")) is time.process_time
+        assert calibration_clock(torch.device("cuda")) is time.perf_counter

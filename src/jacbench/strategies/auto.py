@@ -158,7 +158,7 @@ def _seconds_per_call(
     from jacbench.core.interleaved import ROUNDS, seconds_per_call  # calibration's alone
 
     calls: list[Callable[[], object]] = [functools.partial(prep, x) for prep in preps]
-    return seconds_per_call(calls, refine * budget, refine * ROUNDS)
+    return seconds_per_call(calls, refine * budget, refine * ROUNDS, x.device)
 
 
 def too_large(problem: Problem) -> bool:
@@ -433,7 +433,7 @@ class Calibration:
 
 def calibrate(problem: Problem, opts: AutoOptions) -> Calibration:
     """The fastest candidate, timed briefly."""
-    from jacbench.core.interleaved import calibration_clock  # calibration's alone
+    from jacbench.core.interleaved import calibration_clock, finished  # calibration's alone
 
     ready: list[tuple[Prepared, dict]] = []
     best_first = math.inf
@@ -443,9 +443,10 @@ def calibrate(problem: Problem, opts: AutoOptions) -> Calibration:
     for name, options in candidates(problem, opts.compile):
         try:
             prep = _prepare_named(name, problem, **options)
-            clock = calibration_clock()
+            clock = calibration_clock(problem.device)
             start = clock()
             prep(problem.x)
+            finished(problem.device)
             first = clock() - start
         except Exception as exc:  # a candidate that cannot run here is simply not chosen
             raise_if_interrupt(exc)  # but a Ctrl-C stops the job

@@ -20,6 +20,7 @@ from typing import Any, TypeVar
 import torch
 from torch.utils import benchmark
 
+from jacbench.core.interleaved import finished
 from jacbench.core.interrupt import check as check_interrupt
 from jacbench.core.prepared import Prepared
 from jacbench.core.torch_internals import profiled_allocations
@@ -45,11 +46,6 @@ def _quiet_stderr() -> Iterator[None]:
             os.close(saved)
 
 
-def synchronize(device: torch.device) -> None:
-    if device.type == "cuda":
-        torch.cuda.synchronize(device)
-
-
 @contextlib.contextmanager
 def torch_threads(threads: int) -> Iterator[None]:
     """torch's intra-op threads set to ``threads`` for a block, then restored."""
@@ -72,11 +68,11 @@ class FirstCall:
 
 def first_call(prepare: Callable[[], Prepared], x: torch.Tensor, device: torch.device) -> FirstCall:
     """Setup (vmap tracing, compilation, identity matrices...) plus the first execution."""
-    synchronize(device)
+    finished(device)
     start = time.perf_counter()
     prep = prepare()
     value = prep(x)
-    synchronize(device)
+    finished(device)
     return FirstCall(prep, value, time.perf_counter() - start)
 
 
@@ -255,11 +251,11 @@ def peak_memory(jac: Callable[[], torch.Tensor], device: torch.device) -> int:
     strategy controls.
     """
     if device.type == "cuda":
-        synchronize(device)
+        finished(device)
         torch.cuda.reset_peak_memory_stats(device)
         base = torch.cuda.memory_allocated(device)
         out = jac()
-        synchronize(device)
+        finished(device)
         peak = torch.cuda.max_memory_allocated(device) - base
         del out
         return int(peak)
