@@ -8,7 +8,6 @@ setup decided is a declared, typed field (``info``), never an attribute set on a
 
 from __future__ import annotations
 
-import cmath
 import contextlib
 import math
 import os
@@ -29,6 +28,7 @@ from jacbench.core.errors import (
     UnsupportedFunction,
     WrongJacobian,
 )
+from jacbench.core.finite import LaterSum, finite_sum
 from jacbench.core.modes import plain_autograd, usable
 
 JacobianFn = Callable[[torch.Tensor], torch.Tensor]
@@ -120,11 +120,14 @@ if hasattr(os, "register_at_fork"):
 
 @dataclass
 class _Calls:
-    """Whether a prepared Jacobian has been called (its first call takes turns), and
-    whether its first answer was checked."""
+    """Whether a prepared Jacobian has been called (its first call takes turns), whether
+    its first answer was checked (against reverse mode; for finite entries), and (on a
+    CUDA device) its last answer's sum on the way."""
 
     warm: bool = False
     checked: bool = False
+    finite_once: bool = False
+    later: LaterSum = field(default_factory=LaterSum)
 
 
 @dataclass(frozen=True)
@@ -133,10 +136,11 @@ class Prepared:
 
     Calls run under ``torch.no_grad()``: the result never carries a graph (strategies that
     need autograd enable it inside), and it is a new tensor at every call. A Jacobian with
-    NaN or infinite entries comes with a ``NonFiniteJacobian`` warning. Safe to call from
-    several threads (forward-mode ones take turns: torch's forward AD is not usable from two
-    threads at once). A point of another shape, dtype or device is refused with a message
-    naming what was prepared and what was given.
+    NaN or infinite entries comes with a ``NonFiniteJacobian`` warning (on a CUDA device,
+    after the first call, at a later call: the check does not wait for the device). Safe
+    to call from several threads (forward-mode ones take turns: torch's forward AD is not
+    usable from two threads at once). A point of another shape, dtype or device is refused
+    with a message naming what was prepared and what was given.
 
     ``fn`` maps a flat point to the flat (M, N) Jacobian (B, M, N for a batch); the library
     (``out_shape`` set) reshapes points and Jacobians to ``f(x).shape + x.shape``.
@@ -294,18 +298,29 @@ class Prepared:
             values = self.finite_entries(out)  # a sparse pattern's entries, not all of it
         else:
             values = out.values() if layout == torch.sparse_csr else out
-        # NaN and inf reach the sum, one kernel where isfinite().all() is several; the sum is
-        # read as a Python number, cheaper than torch.isfinite of it
-        if not isinstance(values, torch.Tensor) or cmath.isfinite(values.sum().item()):
+        if not isinstance(values, torch.Tensor):
             return out
-        if not bool(torch.isfinite(values).all()):  # not a sum that overflowed
-            bad = int((~torch.isfinite(values)).sum())
-            warnings.warn(
-                f"{self.strategy}: the Jacobian has {bad} NaN or infinite entries of "
-                f"{values.numel()} at this point (f or its derivative is not finite here)",
-                NonFiniteJacobian,
-                stacklevel=3,
-            )
+        if values.device.type == "cuda" and self.calls.finite_once:  # no waiting
+            if self.calls.later.arrived_not_finite():
+                warnings.warn(
+                    f"{self.strategy}: a Jacobian it returned at an earlier point had NaN or "
+                    "infinite entries (on a CUDA device the check does not wait for the "
+                    "device; it reports at a later call)",
+                    NonFiniteJacobian,
+                    stacklevel=3,
+                )
+            self.calls.later.queue(values)
+            return out
+        self.calls.finite_once = True
+        if finite_sum(values) or bool(torch.isfinite(values).all()):  # or the sum overflowed
+            return out
+        bad = int((~torch.isfinite(values)).sum())
+        warnings.warn(
+            f"{self.strategy}: the Jacobian has {bad} NaN or infinite entries of "
+            f"{values.numel()} at this point (f or its derivative is not finite here)",
+            NonFiniteJacobian,
+            stacklevel=3,
+        )
         return out
 
     @property
