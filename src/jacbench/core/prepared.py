@@ -134,13 +134,12 @@ class _Calls:
 class Prepared:
     """``prep(x)``: the Jacobian at ``x``, by the strategy prepared for points like ``x``.
 
-    Calls run under ``torch.no_grad()``: the result never carries a graph (strategies that
-    need autograd enable it inside), and it is a new tensor at every call. A Jacobian with
-    NaN or infinite entries comes with a ``NonFiniteJacobian`` warning (on a CUDA device,
-    after the first call, at a later call: the check does not wait for the device). Safe
-    to call from several threads (forward-mode ones take turns: torch's forward AD is not
-    usable from two threads at once). A point of another shape, dtype or device is refused
-    with a message naming what was prepared and what was given.
+    Calls run under ``torch.no_grad()``: the result never carries a graph, and it is a new
+    tensor at every call. NaN or infinite entries bring a ``NonFiniteJacobian`` warning (on
+    CUDA after the first call, at a later call: the check does not wait for the device).
+    Safe to call from several threads (forward-mode ones take turns: torch's forward AD is
+    not usable from two threads at once). A point of another shape, dtype or device is
+    refused with a message naming what was prepared and what was given.
 
     ``fn`` maps a flat point to the flat (M, N) Jacobian (B, M, N for a batch); the library
     (``out_shape`` set) reshapes points and Jacobians to ``f(x).shape + x.shape``.
