@@ -73,9 +73,11 @@ EXIT = textwrap.dedent(
 
 @pytest.mark.slow
 def test_a_script_exits_cleanly_whatever_auto_was_doing():
-    """What a user pastes (the LM loop of docs/library.md): every run exits 0, 20 with the
-    default prepare and two whose calls move auto through every tier to its compiled one."""
-    options = ["{}"] * RUNS + ["{'patience': 0.0}"] * 2
+    """What a user pastes (the LM loop of docs/library.md): every run exits 0, two with the
+    default prepare and two whose calls move auto through every tier to its compiled one.
+    (Its exit raced auto's build threads; auto now starts none, which the test above checks
+    at every call, so a few runs say what twenty did.)"""
+    options = ["{}"] * 2 + ["{'patience': 0.0}"] * 2
     codes = []
     for k in range(0, len(options), 2):  # two at a time: one per core
         runs = [
