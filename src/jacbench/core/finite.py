@@ -28,15 +28,19 @@ class LaterSum:
 
     def queue(self, values: torch.Tensor) -> None:
         """Copy the sum of ``values`` to the host behind the kernels queued so far."""
-        if self.host is None or self.host.dtype != values.dtype:
-            self.host = torch.empty((), dtype=values.dtype, pin_memory=True)
-        self.host.copy_(values.sum(), non_blocking=True)
-        self.event = torch.cuda.Event()
-        self.event.record()
+        host = self.host
+        if host is None or host.dtype != values.dtype:
+            host = torch.empty((), dtype=values.dtype, pin_memory=True)
+        host.copy_(values.sum(), non_blocking=True)
+        event = torch.cuda.Event()
+        event.record()
+        self.host, self.event = host, event
 
     def arrived_not_finite(self) -> bool:
-        """True once: when the queued sum has arrived and is NaN or infinite."""
-        if self.host is None or self.event is None or not self.event.query():
+        """True once: when the queued sum has arrived and is NaN or infinite (read through
+        locals: calls from several threads may queue meanwhile)."""
+        host, event = self.host, self.event
+        if host is None or event is None or not event.query():
             return False
         self.event = None
-        return not cmath.isfinite(self.host.item())
+        return not cmath.isfinite(host.item())
