@@ -61,7 +61,7 @@ def test_temporary_files_a_kill_left_are_cleaned(tmp_path: Path):
     import os
     import time
 
-    from jacbench.record.parquet import STALE_TMP_S
+    from jacbench.record.atomic import STALE_TMP_S
 
     old, fresh = tmp_path / ".a.parquet.x1.tmp", tmp_path / ".b.parquet.x2.tmp"
     for tmp in (old, fresh):

@@ -5,13 +5,18 @@ writes its row through the recording helper and never imports it)."""
 
 from __future__ import annotations
 
+import contextlib
 import os
 import tempfile
+import time
+from collections.abc import Callable, Iterable
 from pathlib import Path
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
     import pyarrow as pa
+
+STALE_TMP_S = 600.0  # a temporary file (or build folder) this old lost its writer
 
 
 def write_atomic(path: Path, data: str | pa.Table) -> None:
@@ -39,3 +44,13 @@ def _umask() -> int:
     mask = os.umask(0o022)
     os.umask(mask)
     return mask
+
+
+def remove_stale(paths: Iterable[Path], remove: Callable[[Path], object] = Path.unlink) -> None:
+    """Remove those of ``paths`` older than ``STALE_TMP_S``: what writers killed mid-write
+    left (``remove``: ``shutil.rmtree`` for folders)."""
+    now = time.time()
+    for path in paths:
+        with contextlib.suppress(OSError):
+            if now - path.stat().st_mtime > STALE_TMP_S:
+                remove(path)

@@ -1,8 +1,6 @@
-"""User text (model names, overrides, error messages) inside markdown that a viewer renders
-(report.md, MLflow's run descriptions): markdown passes raw HTML through, so a model named
-``<img src=x onerror=...>`` would become a live element. With its ``<`` as an entity no tag
-can open, and the text reads as typed (``>`` and ``&`` alone open nothing: left readable).
-"""
+"""User text (names, overrides, error messages) inside rendered markdown (report.md, MLflow's
+descriptions): markdown passes raw HTML through, so ``<`` is written as an entity and no tag
+can open; ``>`` and ``&`` alone open nothing and stay readable."""
 
 from __future__ import annotations
 

@@ -1,13 +1,8 @@
-"""The local sqlite MLflow database: made by MLflow so that a crash leaves either no file or a
-complete one, and a broken one named in one line with the fix.
-
-MLflow builds a new database in place (tables, then a long chain of migrations); a process
-killed on the way leaves a half-made file that fails for good ("table ... already exists",
-"duplicate column name"), and several processes building one at once corrupt it. Here MLflow
-builds it elsewhere (in memory where it can), it is copied under a temporary name in the same
-folder, and linked into place only once complete (the first of several builders wins; the
-others' copies are dropped).
-"""
+"""The local sqlite MLflow database, made so that a crash leaves no file or a complete one,
+and a broken one named in one line with the fix. MLflow would build it in place (tables, then
+many migrations): a process killed on the way leaves a file that fails for good, and several
+building at once corrupt it. So it is built elsewhere (in memory where it can), copied under a
+temporary name in the same folder and linked into place once complete (the first one wins)."""
 
 from __future__ import annotations
 
@@ -15,14 +10,13 @@ import contextlib
 import os
 import shutil
 import tempfile
-import time
 import uuid
 from pathlib import Path
 
 from jacbench.core.errors import ConfigError
+from jacbench.record.atomic import remove_stale
 from jacbench.record.text import one_line
 
-STALE_TMP_S = 600.0  # a temporary database this old lost its creator
 SCRATCH = "jacbench-mlflow-"  # MLflow's build folder in /dev/shm
 
 
@@ -58,10 +52,7 @@ def _build_in_memory(tmp: Path, artifact_root: str) -> None:
     if not (shm.is_dir() and os.access(shm, os.W_OK)):
         _build(tmp, artifact_root)
         return
-    for stale in shm.glob(f"{SCRATCH}*"):  # a creation killed with SIGKILL left it
-        with contextlib.suppress(OSError):
-            if time.time() - stale.stat().st_mtime > STALE_TMP_S:
-                shutil.rmtree(stale)
+    remove_stale(shm.glob(f"{SCRATCH}*"), shutil.rmtree)  # creations killed with SIGKILL left
     # named by this process: whoever cleans up after a killed creation can tell its folder
     with tempfile.TemporaryDirectory(dir=shm, prefix=f"{SCRATCH}{os.getpid()}-") as scratch:
         built = Path(scratch) / "mlflow.db"
@@ -76,10 +67,7 @@ def create_atomically(path: Path, artifact_root: str | None = None) -> None:
     """Have MLflow build a complete database next to ``path`` and link it into place, unless
     another process did first (its database is kept)."""
     path.parent.mkdir(parents=True, exist_ok=True)
-    for stale in path.parent.glob(f".{path.name}.*.tmp"):  # left by a killed creation
-        with contextlib.suppress(OSError):
-            if time.time() - stale.stat().st_mtime > STALE_TMP_S:
-                stale.unlink()
+    remove_stale(path.parent.glob(f".{path.name}.*.tmp"))  # left by killed creations
     tmp = path.with_name(f".{path.name}.{uuid.uuid4().hex[:8]}.tmp")
     root = artifact_root or path.parent.joinpath("mlartifacts").resolve().as_uri()
     try:

@@ -7,11 +7,9 @@ job, written to a temporary name and renamed, loses none and is never read half-
 
 from __future__ import annotations
 
-import contextlib
 import dataclasses
 import os
 import sys
-import time
 import types
 import typing
 from collections.abc import Iterable, Iterator
@@ -23,7 +21,7 @@ from typing import TYPE_CHECKING
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from jacbench.record.atomic import write_atomic
+from jacbench.record.atomic import remove_stale, write_atomic
 from jacbench.record.result import Result, Status
 from jacbench.record.run_ids import run_ids
 
@@ -136,22 +134,10 @@ def result_filename(result: Result) -> str:
     return f"{stamp}_{result.config_hash}_{result.job_id[:8]}.parquet"
 
 
-STALE_TMP_S = 600.0  # a row is written in milliseconds: a temporary file this old lost its writer
-
-
-def clean_stale_tmp(folder: Path) -> None:
-    """Remove the temporary files that writers killed mid-write left in ``folder``."""
-    now = time.time()
-    for tmp in folder.glob(".*.tmp"):
-        with contextlib.suppress(OSError):
-            if now - tmp.stat().st_mtime > STALE_TMP_S:
-                tmp.unlink()
-
-
 def write_result(result: Result, folder: Path) -> Path:
     path = folder / result_filename(result)
     write_atomic(path, pa.Table.from_pylist([dataclasses.asdict(result)], schema=SCHEMA))
-    clean_stale_tmp(folder)
+    remove_stale(folder.glob(".*.tmp"))
     return path
 
 

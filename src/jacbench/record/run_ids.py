@@ -1,12 +1,8 @@
-"""Which MLflow run holds each row, kept beside the rows instead of in them.
-
-A row is written before any MLflow call (the measurement never waits on a tracking server),
-then rewritten with its run's id once the run exists (``run.recording.link_row``). The link is
-also kept next to it, for a row whose rewrite failed or whose job stopped in between, as
-an empty file ``<folder>/.mlflow_runs/<job_id>.<run_id>``: made atomically (created, never
-edited), and read for a whole folder with one directory listing. The run carries the row's
-job id too (tag ``jacbench.job_id``), so a lost link is found again (``python -m jacbench.sync``).
-"""
+"""Which MLflow run holds each row, kept beside the rows: a row is written before any MLflow
+call, then rewritten with its run's id (``run.recording.link_row``); for a row whose rewrite
+failed or whose job stopped in between, the link is also an empty file
+``<folder>/.mlflow_runs/<job_id>.<run_id>``, created atomically and read for a whole folder
+with one directory listing. A lost link is found again by the run's tag ``jacbench.job_id``."""
 
 from __future__ import annotations
 

@@ -1,10 +1,7 @@
-"""Whether a tracking server answers, asked once and briefly before a sweep relies on it.
-
-MLflow's client waits up to its request timeout on each of its tries (with jacbench's
-defaults about 35 s in all) before it says anything: a sweep against a server that accepts
-connections and never answers was silent that long before its first job. One plain HTTP
-request with a short timeout tells at once; any HTTP answer (an error status, a login asked
-for) counts as answering, only silence or a refused connection does not."""
+"""Whether a tracking server answers, asked once and briefly before a sweep relies on it:
+MLflow's client waits its request timeout on each try (about 35 s with jacbench's defaults)
+before it says anything. Any HTTP answer (an error status, a login asked for) counts as
+answering; only silence or a refused connection does not."""
 
 from __future__ import annotations
 
@@ -25,10 +22,8 @@ def unanswered(uri: str, timeout_s: float = PROBE_S) -> str:
             return ""
     except urllib.error.HTTPError:
         return ""  # it answered, if only to refuse
-    except TimeoutError:
-        return f"no answer from {url} within {timeout_s:g} s"
     except (urllib.error.URLError, OSError) as exc:
-        reason = getattr(exc, "reason", exc)
+        reason = getattr(exc, "reason", exc)  # a TimeoutError (an OSError) is its own reason
         if isinstance(reason, TimeoutError):
             return f"no answer from {url} within {timeout_s:g} s"
         return f"{url} cannot be reached ({reason})"

@@ -1,11 +1,7 @@
 """Rows recorded while tracking was down (no run noted beside them) get their MLflow runs,
-through the same recorder the jobs use (``python -m jacbench.sync``, ``jacbench.sync``).
-
-The parquet rows are the source of truth, written once; this only catches MLflow up with
-them, and notes each run in ``run_ids`` (never rewriting a row). Every run carries its row's
-job id (tag ``jacbench.job_id``), so a sync that logged a run but could not note it finds
-that run next time instead of logging the job twice.
-"""
+through the recorder the jobs use (``python -m jacbench.sync``); each run is noted in
+``run_ids``, never in the row. A run carries its row's job id (tag ``jacbench.job_id``), so a
+sync that logged a run but could not note it finds that run next time, not logging twice."""
 
 from __future__ import annotations
 
