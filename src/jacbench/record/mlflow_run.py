@@ -1,9 +1,6 @@
-"""MLflow runs: one per job (params, metrics and tags in one batch call), and one parent run
-per sweep with the jobs' runs nested under it.
-
-MlflowClient is used directly (no fluent global state), so jobs in worker processes and the
-sweep in the launching process each address runs by id.
-"""
+"""MLflow runs: one per job (params, metrics and tags in one batch call), nested under one
+parent run per sweep. MlflowClient is used directly (no fluent global state): jobs in worker
+processes and the sweep in the launching process each address runs by id."""
 
 from __future__ import annotations
 
@@ -69,10 +66,9 @@ def mlflow_key(key: str) -> str:
 
 
 def key_part(text: str) -> str:
-    """``text`` as one part of an MLflow key (a metric's, a param's): MLflow's characters
-    only (letters, digits, ``_ - . :`` and spaces; anything else ``_``, ``/`` too),
-    and never a path that resolves elsewhere (MLflow refuses a key that ``normpath`` would
-    change: ``..`` or ``.`` at a part's start are ``_``)."""
+    """``text`` as one part of an MLflow key: MLflow's characters only (letters, digits,
+    ``_ - . :`` and spaces; anything else, ``/`` too, ``_``), and no ``.`` or ``..`` at its
+    start (MLflow refuses a key that ``normpath`` would change): those are ``_`` too."""
     safe = "".join(c if c.isalnum() or c in "_-.: " else "_" for c in text)
     dots = len(safe) - len(safe.lstrip("."))
     return "_" * dots + safe[dots:] or "_"
@@ -99,9 +95,8 @@ class Tracking:
         return cls(uri, experiment, root)
 
 
-# What sqlite answers a writer that another process got ahead of: a lock it holds, or a row
-# (an experiment tag two sweeps set at once) it inserted between this one's look and insert.
-# The same call again then waits for the lock, or updates the row.
+# What sqlite answers a writer another process got ahead of (a lock it holds, or a row such
+# as an experiment tag it inserted between this one's look and insert): retrying waits or updates.
 CONCURRENT_WRITER = ("database is locked", "UNIQUE constraint failed")
 
 
@@ -119,8 +114,7 @@ def _retry(call: Callable[[], T], attempts: int = 4) -> T:
 
 @dataclass(frozen=True)
 class Store:
-    """A tracking store opened for one piece of work (a job's run, a sweep's parent): where,
-    and MLflow's client for it."""
+    """A tracking store opened for one piece of work (a job's run, a sweep's parent)."""
 
     tracking: Tracking
     client: Any
@@ -312,9 +306,8 @@ def problem_name(result: Result) -> str:
 
 
 def run_name(result: Result) -> str:
-    """Short, the distinguishing part first: the strategy, then dtype, model and device; a
-    preset's re-timing says so right after the strategy (``auto side by side f32 ...``: the
-    runs table cuts a name at its column's width)."""
+    """Short, the distinguishing part first (the runs table cuts names): the strategy (and
+    ``side by side`` for a preset's re-timing), then dtype, model and device."""
     device = "" if result.device == "cpu" else f" {result.device}"
     dtype = SHORT_DTYPES.get(result.dtype, result.dtype)
     retimed = " side by side" if result.round == Round.SIDE_BY_SIDE else ""
@@ -471,9 +464,8 @@ def ui_url(base: str, experiment_id: str, run_id: str = "") -> str:
 
 
 def artifact_hrefs(tracking: Tracking, run_id: str, paths: list[str]) -> dict[str, str]:
-    """Each of ``paths`` (files of run ``run_id``) as its link within the UI (root-relative)
-    in MLflow's artifact viewer, e.g. the report a sweep's description opens; {} where
-    tracking does not answer (the description then has no links)."""
+    """Each of ``paths`` (files of run ``run_id``) as its root-relative link in MLflow's
+    artifact viewer; {} where tracking does not answer (the description then has no links)."""
     try:
         experiment = connect(tracking).client.get_run(run_id).info.experiment_id
     except Exception:
@@ -637,11 +629,7 @@ def finish_parent_run(tracking: Tracking, run_id: str, outcome: ParentOutcome) -
     for path in outcome.artifacts:
         try:
             if path.is_dir():
-                _retry(
-                    functools.partial(
-                        client.log_artifacts, run_id, str(path), artifact_path=path.name
-                    )
-                )
+                _retry(functools.partial(client.log_artifacts, run_id, str(path), path.name))
             elif path.exists():
                 _retry(functools.partial(client.log_artifact, run_id, str(path)))
         except Exception as exc:

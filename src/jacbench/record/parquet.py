@@ -1,9 +1,6 @@
-"""One parquet file per job, written atomically with one explicit schema.
-
-A shared file updated by read-modify-write loses rows under concurrent writers; one file per
-job, written to a temporary name and renamed, loses none and is never read half-written
-(a job killed mid-write leaves only a hidden temporary file, which readers ignore).
-"""
+"""One parquet file per job, written atomically with one explicit schema: a shared file
+updated by read-modify-write loses rows under concurrent writers, one file per job none, and
+a job killed mid-write leaves only a hidden temporary file, which readers ignore."""
 
 from __future__ import annotations
 
@@ -141,16 +138,12 @@ def write_result(result: Result, folder: Path) -> Path:
     return path
 
 
-def _to_pandas(table: pa.Table) -> pd.DataFrame:
-    import pandas as pd  # only where rows are read back: a single run never needs it
-
-    return table.to_pandas(types_mapper=pd.ArrowDtype)
-
-
 def read_files(paths: Iterable[Path]) -> pd.DataFrame:
     """The rows of these files, plus a ``_file`` column naming where each came from, each
     with the id of its MLflow run where one is noted beside it (``run_ids``). Files are read
     one by one, so files of an older jacbench (fewer columns) still load."""
+    import pandas as pd  # only where rows are read back: a single run never needs it
+
     tables, missing, linked = [], set(), {}
     for path in paths:
         table = read_one(path)
@@ -161,14 +154,12 @@ def read_files(paths: Iterable[Path]) -> pd.DataFrame:
             linked[path.parent] = run_ids(path.parent)
         tables.append(table.append_column("_file", pa.array([str(path)] * len(table))))
     if not tables:
-        import pandas as pd
-
         return pd.DataFrame({name: pd.Series(dtype=object) for name in [*SCHEMA.names, "_file"]})
-    frame = _to_pandas(pa.concat_tables(tables, promote_options="default"))
+    frame = pa.concat_tables(tables, promote_options="default").to_pandas(
+        types_mapper=pd.ArrowDtype
+    )
     runs = {job: run for ids in linked.values() for job, run in ids.items()}
     if runs:
-        import pandas as pd
-
         column = frame["mlflow_run_id"]
         noted = [run or runs.get(job, "") for run, job in zip(column, frame["job_id"], strict=True)]
         frame["mlflow_run_id"] = pd.Series(noted, index=frame.index, dtype=column.dtype)

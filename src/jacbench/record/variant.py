@@ -1,11 +1,7 @@
-"""One short name per strategy variant, the same on every surface.
-
-A variant is a strategy run with options other than its defaults (a preset such as
-``auto_eager``, a swept ``eps``). Its label names the strategy and only what differs:
-``auto (eager)``, ``fd_central eps=1e-4``. The full options stay in the row's
-``strategy_options`` (MLflow params, the report's detail table); every surface (console,
-answers, report, figures, MLflow run names and tags) shows this label instead.
-"""
+"""One short name per strategy variant (a strategy run with options other than its defaults:
+a preset such as ``auto_eager``, a swept ``eps``), shown on every surface instead of the full
+options (kept in the row's ``strategy_options``): the strategy and only what differs,
+``auto (eager)``, ``fd_central eps=1e-4``."""
 
 from __future__ import annotations
 
