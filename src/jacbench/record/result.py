@@ -1,8 +1,6 @@
-"""The Result: one flat, typed record per job (its parquet schema: ``jacbench.record.parquet``).
-
-Everything downstream (parquet, MLflow, the printed table, reports) reads this record and
-never recomputes it.
-"""
+"""The Result: one flat, typed record per job (its parquet schema: ``jacbench.record.parquet``),
+which everything downstream (parquet, MLflow, the printed table, reports) reads, never
+recomputing it. Each column is documented in docs/columns.md."""
 
 from __future__ import annotations
 
@@ -26,10 +24,9 @@ class Status(Named):
 
 
 class Round(Named):
-    """Which measurement of a sweep a row is: the job's own (``first``), or a second round's
-    re-timing of a problem's contested pair, the two timed interleaved in one job
-    (``side_by_side``). Rows of both rounds are kept; every verdict compares rows of one
-    round (``jacbench.report.problems.Moments``)."""
+    """Which measurement a row is: the job's own (``first``), or a second round's re-timing of
+    a problem's contested pair interleaved in one job (``side_by_side``). Both are kept; every
+    verdict compares rows of one round (``jacbench.report.problems.Moments``)."""
 
     FIRST = "first"
     SIDE_BY_SIDE = "side_by_side"
@@ -75,9 +72,8 @@ class Result:
     # torch.utils.benchmark's warning when the IQR exceeds 10% of the median (the timing is
     # noisy: an order decided by it is not settled); empty when the spread is small
     timing_warning: str = ""
-    # What the median was measured from (jacbench.timing.measure): the per-call time of each
-    # timed block (wall and process CPU), their count, and the confidence interval of the
-    # median that the rule for "A beats B" compares (jacbench.timing.rule)
+    # what the median was measured from (jacbench.timing.measure): each timed block's per-call
+    # time (wall, process CPU), their count, and the median's interval the rule compares
     n_blocks: int | None = None
     time_ci_low_s: float | None = None
     time_ci_high_s: float | None = None
@@ -116,26 +112,18 @@ class Result:
     err_eps: float | None = None
     tolerance: float | None = None
     within_tol: bool | None = None
-    # Why the verdict is undecided (within_tol null although the error was measured): the
-    # reference methods disagree beyond the tolerance, the function is not deterministic, or
-    # AD disagrees with a finite-difference probe. Empty when a verdict was drawn.
+    # why within_tol is null although the error was measured (e.g. the references disagree)
     undecided_reason: str = ""
-    # How the reference was computed: analytic (the model's formula), forward_float64 or
-    # reverse_float64 (exact AD in float64), never in the mode of the strategy under test
-    # where another method runs.
+    # analytic (the model's formula), forward_float64 or reverse_float64 (exact AD), never in
+    # the mode of the strategy under test where another method runs
     reference_method: str = ""
-    # Relative (Frobenius) disagreement of the reference with the next independent exact
-    # method in float64 (null where only one runs): above the tolerance, no verdict is drawn.
+    # relative disagreement with the next independent exact method (null where only one runs):
+    # above the tolerance, no verdict is drawn
     reference_uncertainty: float | None = None
-    # Where the dense float64 reference would not fit (reference_method sampled_float64):
-    # how many entries (random columns by forward mode, random rows by reverse mode) the
-    # answer was judged on; null for a dense reference.
-    reference_sample: int | None = None
+    reference_sample: int | None = None  # entries judged on where sampled, else null
     ref_norm: float | None = None  # Frobenius norm of the reference Jacobian (its scale)
     out_norm: float | None = None  # 2-norm of f(x), in float64 (the output's scale)
-    # The computed Jacobian itself (row-major, as float64), for small ones only
-    # (at most jacobian_max_entries numbers); null otherwise.
-    jacobian: list[float] | None = None
+    jacobian: list[float] | None = None  # row-major, float64; up to jacobian_max_entries
     # identity and provenance
     strategy_options: str = "{}"  # JSON
     model_options: str = "{}"  # JSON
@@ -146,15 +134,10 @@ class Result:
     git_commit: str = ""
     started_at: datetime = field(default_factory=_now)  # when the job started running
     job_id: str = field(default_factory=_new_id)
-    # which measurement: first (the job's own) or side_by_side (a preset's re-timing of a
-    # problem's best two, interleaved in one job); the two rows of one re-timing share a
-    # pair_id (empty for the first round)
     round: Round = Round.FIRST
-    pair_id: str = ""
-    # What made the row, beside config_hash and torch_version: a rerun reuses the row only
-    # while all of them are unchanged (jacbench.run.resume); rows of an earlier jacbench
-    # lack them and are measured again. code_digest: a hash of the measuring code (the
-    # strategy's module, jacbench's core, strategies, timing and runner).
+    pair_id: str = ""  # shared by the two rows of one re-timing (empty for the first round)
+    # what made the row, beside config_hash and torch_version: a rerun reuses the row only
+    # while all are unchanged (jacbench.run.resume); code_digest hashes the measuring code
     jacbench_version: str = ""
     code_digest: str = ""
     hostname: str = ""
