@@ -260,15 +260,14 @@ def recommend(problem: str, rows: pd.DataFrame) -> Recommendation:
     runner-up of its kind, and the other kind's fastest as the alternative."""
     timed = moments(rows)
     candidates = timed.ranked().dropna(subset=["time_median_s"])
-    if candidates.empty and len(untimed := latest_ok(rows)) and untimed["n_timed"].eq(0).all():
-        return Recommendation(problem, None, None, None, None, None, untimed=_accuracy(untimed))
-    if candidates.empty:
+    if candidates.empty:  # no job ended ok, or an accuracy question (nothing timed)
         finished = latest_ok(rows)
-        counts = rows["status"].astype(str).value_counts()
-        what = ", ".join(f"{n} {status}" for status, n in sorted(counts.items()))
-        return Recommendation(
-            problem, None, None, None, None, None, none_finished="" if len(finished) else what
-        )
+        if finished.empty:
+            counts = rows["status"].astype(str).value_counts()
+            what = ", ".join(f"{n} {status}" for status, n in sorted(counts.items()))
+            return Recommendation(problem, None, None, None, None, None, none_finished=what)
+        untimed = _accuracy(finished) if finished["n_timed"].eq(0).all() else ""
+        return Recommendation(problem, None, None, None, None, None, untimed=untimed)
     pool, alternative, why = _exact_or_approximate(candidates, timed)
     best = pool.iloc[0]
     runner = None
@@ -363,11 +362,9 @@ def rules_of_thumb(problems: list[tuple[str, pd.DataFrame]]) -> list[str]:
     tallies = {"M > N": {"forward": 0, "reverse": 0}, "N > M": {"forward": 0, "reverse": 0}}
     for _, rows in problems:
         modes = best_of_each_mode(rows)
-        if modes is None:
-            continue
-        found = verdict(*modes)
-        if not found.decided:
-            continue  # not settled by the rule: neither mode counts as the faster
+        found = None if modes is None else verdict(*modes)
+        if found is None or not found.decided:
+            continue  # both modes not measured, or not settled: neither counts as the faster
         n, m = int(rows["n_in"].iloc[0]), int(rows["n_out"].iloc[0])
         if n == m:
             continue

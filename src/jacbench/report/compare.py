@@ -94,6 +94,7 @@ def compare(before: pd.DataFrame, after: pd.DataFrame) -> tuple[pd.DataFrame, fl
 
 
 FLAG_ORDER = ("faster", "slower", "same", "unsure", "unknown")
+UNSURE = {"unsure": "told apart while a side waited for its core", "unknown": "without an interval"}
 
 
 def headline(pairs: pd.DataFrame) -> str:
@@ -102,13 +103,7 @@ def headline(pairs: pd.DataFrame) -> str:
     kinds = pairs["flag"].str.split(" ", n=1).str[0]
     counts = kinds.value_counts().to_dict()
     parts = [f"{counts[k]} {k}" for k in FLAG_ORDER if counts.get(k)]
-    unsure = []
-    contended = int(kinds.eq("unsure").sum())
-    if contended:
-        unsure.append(f"{contended} told apart while a side waited for its core")
-    no_interval = int(kinds.eq("unknown").sum())
-    if no_interval:
-        unsure.append(f"{no_interval} without an interval")
+    unsure = [f"{counts[k]} {why}" for k, why in UNSURE.items() if counts.get(k)]
     bases = sorted(set(pairs["basis"]))
     basis = " and ".join(
         {"cpu": "CPU time per call", "wall": "wall time per call"}[b] for b in bases

@@ -307,13 +307,14 @@ def summarise(axes: tuple[str, str] | None, found: list[Cell]) -> MapSummary:
     for c in scored:
         by_dtype.setdefault(c.dtype, []).append(c.regret or 0.0)
     worst = max(scored, key=lambda c: c.regret or 0.0, default=None)
-    textbook: list[Cell] = []
-    if axes == AXES:
-        for c in found:
-            if c.modes_settled and c.forward_over_reverse is not None:
-                forward_wins = c.forward_over_reverse < 1
-                if forward_wins != (c.y >= c.x):
-                    textbook.append(c)
+    textbook = [  # forward wins (a ratio below 1) where M < N, or reverse where M >= N
+        c
+        for c in found
+        if axes == AXES
+        and c.modes_settled
+        and c.forward_over_reverse is not None
+        and (c.forward_over_reverse < 1) != (c.y >= c.x)
+    ]
     return MapSummary(
         len(scored),
         [c.regret for c in scored if c.regret is not None],

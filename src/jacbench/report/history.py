@@ -1,8 +1,6 @@
 """``python -m jacbench.report --history DIR1 DIR2 ...``: each strategy's time across result
-folders measured with different torch or jacbench versions (or machines), in the order given,
-with each change between neighbours judged by the rule (``jacbench.timing.rule.verdict``):
-a settled slowdown is named with both intervals, a difference the rule cannot settle is not.
-"""
+folders of different torch or jacbench versions (or machines), in the order given, each change
+between neighbours judged by the rule (``jacbench.timing.rule.verdict``)."""
 
 from __future__ import annotations
 
@@ -104,9 +102,7 @@ def changes(rows: pd.DataFrame) -> list[Change]:
     if rows.empty:
         return found
     for title, group in problems(rows):
-        by_version = {
-            v: latest_ok(g).set_index("label") for v, g in group.groupby("version", sort=True)
-        }
+        by_version = {v: latest_ok(g).set_index("label") for v, g in group.groupby("version")}
         ordered = sorted(by_version)
         for before, after in zip(ordered, ordered[1:], strict=False):
             shared = by_version[before].index.intersection(by_version[after].index)
@@ -127,18 +123,16 @@ STYLE_MARKERS = ("o", "s", "^", "D", "v", "P", "X", "<", ">", "*")
 
 
 def strategy_styles(labels: list[str]) -> dict[str, dict[str, str]]:
-    """One colour (and marker) per strategy variant, the same in every panel, so that the
-    figure's one legend names each line right: ten colours, then each again with another
-    marker and line style."""
-    styles = {}
-    for i, label in enumerate(labels):
-        turn = i // 10
-        styles[label] = {
+    """One style per strategy variant, the same in every panel (the figure has one legend):
+    ten colours, then each again with another marker and line style."""
+    return {
+        label: {
             "color": f"C{i % 10}",
-            "marker": STYLE_MARKERS[turn % len(STYLE_MARKERS)],
-            "linestyle": ("-", "--", ":", "-.")[turn % 4],
+            "marker": STYLE_MARKERS[i // 10 % len(STYLE_MARKERS)],
+            "linestyle": ("-", "--", ":", "-.")[i // 10 % 4],
         }
-    return styles
+        for i, label in enumerate(labels)
+    }
 
 
 def history_figure(
@@ -193,9 +187,8 @@ def history_figure(
 def number_lines(
     rows: pd.DataFrame, versions: list[Version], found: list[Change]
 ) -> tuple[list[str], list[list[str]]]:
-    """The figure's numbers as a table: a line per problem and strategy, its median time with
-    its interval in each version ("-" where it was not measured), and its last change by
-    the rule."""
+    """The figure's numbers: a line per problem and strategy, its median time and interval in
+    each version ("-" where not measured), and its last change by the rule."""
     header = ["problem", "strategy", *(f"version {v.position + 1}" for v in versions), "change"]
     lines: list[list[str]] = []
     if rows.empty:
