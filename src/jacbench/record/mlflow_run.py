@@ -17,7 +17,7 @@ import tempfile
 import time
 import uuid
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, fields
 from pathlib import Path
 from typing import Any, TypeVar
 
@@ -540,18 +540,8 @@ class ParentOutcome:
     def to_json(self) -> str:
         """Kept beside the sweep's state while its run cannot be closed (tracking down)."""
         table = self.table.to_dict(orient="list") if hasattr(self.table, "to_dict") else self.table
-        return json.dumps(
-            {
-                **{f: getattr(self, f) for f in ("metrics", "description", "tags")},
-                **{f: getattr(self, f) for f in ("failed", "reason", "killed")},
-                "answers": self.answers,
-                "table": table,
-                "artifacts": [str(p) for p in self.artifacts],
-                "images": {k: str(p) for k, p in self.images.items()},
-                "job_images": {k: str(p) for k, p in self.job_images.items()},
-            },
-            default=str,
-        )
+        data = {f.name: getattr(self, f.name) for f in fields(self)}
+        return json.dumps({**data, "table": table}, default=str)  # paths as text
 
     @classmethod
     def from_json(cls, text: str) -> ParentOutcome:

@@ -70,9 +70,8 @@ def seconds_text(seconds: float) -> str:
 
 
 def time_text(row: Mapping[str, object]) -> str:
-    """The median time with its confidence interval (``1.14 ms [1.10-1.20]``), or the bare
-    median marked "no interval" where the row has none; "(noisy)" where torch.utils.benchmark
-    found the spread too high."""
+    """The median with its interval (``1.14 ms [1.10-1.20]``), else marked "no interval";
+    "(noisy)" where torch.utils.benchmark found the spread too high."""
     interval = interval_of(row)
     if interval is not None:
         text = interval.text()
@@ -88,17 +87,15 @@ ROUND_NAMES = {"first": "first", "side_by_side": "side by side"}
 
 
 def round_text(row: Mapping[str, object]) -> str:
-    """Which measurement a figure is from: ``first`` (the job's own) or ``side by side`` (a
-    preset's re-timing of two), ``STALE`` where a sweep reused it although what made it
-    changed (reuse_stale=true)."""
+    """Which measurement a figure is from: ``first`` or ``side by side`` (a preset's re-timing),
+    ``STALE`` where a sweep reused it although what made it changed (reuse_stale=true)."""
     name = str(row.get("round") or "first")
     stale = row.get("stale")
     return ROUND_NAMES.get(name, name) + (" (STALE)" if isinstance(stale, str) and stale else "")
 
 
 def rounds_differ(rows: pd.DataFrame) -> bool:
-    """Whether a table of ``rows`` needs the round column: a side-by-side row among them, or
-    a stale one."""
+    """Whether a table of ``rows`` needs the round column: a side-by-side or stale row."""
     retimed = "round" in rows and (rows["round"].astype(str) == "side_by_side").any()
     stale = "stale" in rows and (rows["stale"].fillna("").astype(str) != "").any()
     return bool(retimed or stale)
@@ -112,9 +109,8 @@ UNSETTLED_LEGEND = (
 
 
 def ratio_text(a: Mapping[str, object], b: Mapping[str, object]) -> str:
-    """A's time over B's (``3.7``) where the rule settles their order, else
-    ``UNSETTLED_RATIO``: a number column never holds a verdict word, and a ratio is never
-    quoted from times the rule cannot order."""
+    """A's time over B's (``3.7``) where the rule settles their order, else ``UNSETTLED_RATIO``
+    (never a verdict word in a number column, nor a ratio of times the rule cannot order)."""
     if a.get("job_id") is not None and a.get("job_id") == b.get("job_id"):
         return "1"  # the same row
     ratio = settled_ratio(a, b)
@@ -199,16 +195,13 @@ def _problem(result: Result) -> str:
 
 def _strategy(result: Result) -> str:
     how = ", ".join(str(v) for v in (result.strategy_kind, result.strategy_mode) if v)
+    tier = f", tier {result.tier} (every move made before timing: the first call includes them)"
     return (
         (result.variant or result.strategy)
         + (f" ({how})" if how else "")
         + (f": chose {result.chosen_strategy}" if result.chosen_strategy else "")
         + (f" ({result.decided_by})" if result.decided_by else "")
-        + (
-            f", tier {result.tier} (every move made before timing: the first call includes them)"
-            if result.tier
-            else ""
-        )
+        + (tier if result.tier else "")
         + _sparsity(result)
     )
 
@@ -260,9 +253,8 @@ VALUE_WIDTH = 100  # a single run's table: at most ~120 columns whatever a value
 
 
 def result_table(result: Result, with_reason: bool = True) -> Table:
-    """One job, one field per line: what was measured and how far it can be trusted. Only
-    what is known is shown; ``with_reason=False`` leaves the failure reason to the caller's
-    own line, so it is printed once."""
+    """One job, one known field per line: what was measured and how far it can be trusted;
+    ``with_reason=False`` leaves the failure reason to the caller's own line."""
     table = Table(
         title=f"jacbench: {result.variant or result.strategy} on {terminal_text(result.model)}",
         show_header=False,
