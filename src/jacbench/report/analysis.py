@@ -84,9 +84,8 @@ def problem_lines(rows: pd.DataFrame) -> list[list[str]]:
 
 
 def _speedup_text(row: pd.Series, base: pd.Series | None) -> str:
-    """The default's time over this row's: ``3.7x``; ``1x`` for the default itself; "n/a"
-    where the default was not measured; ``UNSETTLED_RATIO`` where the rule does not settle
-    the order. Never a verdict word in a number column."""
+    """The default's time over this row's (``3.7x``; ``1x`` for the default itself), "n/a"
+    without the default, ``UNSETTLED_RATIO`` where the rule does not settle the order."""
     if base is None:
         return "n/a"
     if row["label"] == base["label"]:
@@ -148,11 +147,9 @@ class Recommendation:
     alternative: Alternative | None = None
     why: str = ""  # why the pick is exact although an approximate one is faster, or not
     untimed: str = ""  # an accuracy question (timing=none): what was found instead of a pick
-    # where best and runner-up were ordered by CPU time (the machine was busy): best's CPU
-    # time per call, shown beside its wall time
+    # best's CPU time per call where best and runner-up were ordered by it (a busy machine)
     best_cpu_time: float | None = None
-    # the time the order was read from: "cpu" where a row waited for its core, else "wall"
-    by: str = "wall"
+    by: str = "wall"  # the time the order was read from: "cpu" where a row waited for a core
 
     def sentence(self) -> str:
         if self.untimed:
@@ -327,10 +324,9 @@ def _load(row: pd.Series) -> str:
 
 
 def disagreement(a: pd.Series, b: pd.Series) -> str:
-    """Where one row is ``auto`` and the other the strategy it chose, the same code was timed
-    twice: if the rule tells the two times apart, the difference is not the code's, and the
-    pair is reported as disagreeing instead of ranked (with what each job's machine showed).
-    "" otherwise."""
+    """Where one row is ``auto`` and the other the strategy it chose (the same code timed
+    twice) and the rule tells the times apart, why the pair is reported as disagreeing
+    instead of ranked, with what each job's machine showed; "" otherwise."""
     auto, other = (a, b) if a["strategy"] == "auto" else (b, a)
     if auto["strategy"] != "auto" or auto.get("chosen_strategy") != other["strategy"]:
         return ""

@@ -71,8 +71,7 @@ def _frame(ax, family: str, found: list[Cell], axes: tuple[str, str]) -> tuple[l
     ax.set_ylabel(axis_name(axes[1]), fontsize=FONT)
     ax.set_title(textwrap.fill(family, 40), fontsize=FONT)
     ax.set_aspect("auto")
-    # M = N: through the cells where both axes hold one value, over the cells' patches (2)
-    # and under their texts (3)
+    # M = N: through the cells where both axes hold one value, over patches, under texts
     points = [(xs.index(v), ys.index(v)) for v in xs if v in ys]
     if len(points) >= 2:
         (x0, y0), (x1, y1) = points[0], points[-1]

@@ -49,9 +49,8 @@ class Overview:
 
 
 def answer_metrics(rec: Recommendation, group: pd.DataFrame) -> dict[str, float]:
-    """A problem's answer in the jobs' metric columns: the leader's median and interval,
-    err_eps and verdict, ``settled`` (1 where the rule names it the winner), its CPU time where
-    the order was read from it, and its settled speedup over the default."""
+    """A problem's answer in the jobs' metric columns: the leader's median, interval, err_eps,
+    verdict, CPU time where ranked by it and settled speedup; ``settled``: 1 if the rule says."""
     if rec.best is None:
         return {"settled": 0.0}
     best = _best_row(rec, group)
@@ -117,9 +116,8 @@ def distinguishing(titles: list[str]) -> list[str]:
 
 
 def headline(recs: list[Recommendation]) -> str:
-    """The recommendation in one line: the choice, or for several problems each problem's
-    distinguishing words and its choice (a bare list of strategies would not say which
-    problem each one answers)."""
+    """The recommendation in one line: the choice, or for several problems each one's
+    distinguishing words and choice (a bare list would not say which problem each answers)."""
     if len({rec.choice() for rec in recs}) == 1:
         return recs[0].choice()
     labels = distinguishing([rec.problem for rec in recs])

@@ -75,8 +75,7 @@ def display_width(fig: Figure) -> int:
 
 
 def _wrap(text: str, width: int) -> str:
-    """Long strategy names broken after their commas (they have no spaces), at most
-    ``width`` characters a line."""
+    """Long strategy names broken after commas (or spaces), at most ``width`` characters a line."""
     lines = [""]
     for part in text.replace(",", ",\0").replace(" ", " \0").split("\0"):
         if lines[-1] and len(lines[-1]) + len(part) > width:
@@ -133,8 +132,7 @@ def _style(ax) -> None:
 
 
 def _ticks_in_view(axis: Axis) -> list:
-    """The ticks the last draw placed in the axis's view, compared in the axis's scale with
-    matplotlib's slack (1e-10 of the span)."""
+    """The ticks the last draw placed in view, in the axis's scale with matplotlib's slack."""
     scale = axis.get_transform()
     low, high = sorted(scale.transform(np.asarray(axis.get_view_interval(), dtype=float)))
     slack = 1e-10 * (high - low)
@@ -164,11 +162,10 @@ def drawn_texts(fig: Figure) -> list[Text]:
 
 
 def _other_texts(fig: Figure) -> list[Text]:
-    """The non-empty visible texts of a figure that are no tick label."""
+    """The non-empty visible texts of a figure, in shown axes, that are no tick label."""
     ticks = [tick for axis in _axes(fig) for tick in (*axis.majorTicks, *axis.minorTicks)]
     labels = {id(label) for tick in ticks for label in (tick.label1, tick.label2)}
     texts = [t for t in fig.findobj(Text) if id(t) not in labels]
-    # shown: visible, not empty, and in an axes that is shown too
     return [
         t
         for t in texts
@@ -359,8 +356,7 @@ def time_per_strategy(
     problems: list[tuple[str, pd.DataFrame]], picks: dict[str, str] | None = None
 ) -> Figure | None:
     """Median time (ms, log axis, bar: 95% interval) of every ok strategy, coloured by kind,
-    the pick (``picks``: problem title -> label) starred; a panel per problem, as tall as its
-    strategies' names need."""
+    the pick (``picks``: title -> label) starred; a panel per problem, as tall as its names."""
     picks = picks or {}
     panels = [(t, latest_ok(r).sort_values("time_median_s")) for t, r in problems]
     panels = [(t, r.reset_index(drop=True)) for t, r in panels if len(r)]
@@ -508,10 +504,9 @@ def _told_apart(box: Bbox, own: tuple[float, float], others: list, margin: float
 
 
 def name_points(ax, xs, ys, labels, renderer, clear_pt=None) -> None:
-    """Write each point's label inside the axes (laid out, its limits final) at the first
-    offset where it overlaps no label or point already placed, else where it overlaps
-    fewest; beside its point only where no other point is as near. ``clear_pt``: each
-    point's half-width kept clear of names (``MARKER_HALF_PT`` by default)."""
+    """Write each label inside the laid-out axes at the first offset where it overlaps no label
+    or point placed, else where it overlaps fewest; beside its point only where no other point
+    is as near. ``clear_pt``: each point's half-width kept clear (``MARKER_HALF_PT``)."""
     scale = ax.figure.dpi / 72.0  # points to pixels
     xs, ys, labels = list(xs), list(ys), list(labels)
     clear_pt = clear_pt if clear_pt is not None else [MARKER_HALF_PT] * len(labels)

@@ -51,9 +51,8 @@ def normalise(rows: pd.DataFrame) -> tuple[pd.DataFrame, list[str]]:
 
 
 def labels(rows: pd.DataFrame) -> list[str]:
-    """Each row's variant label (``jacbench.record.variant``): the recorded one, or for a row
-    of an earlier jacbench (none recorded) its strategy with the options that differ among
-    that strategy's rows here."""
+    """Each row's variant label (``jacbench.record.variant``): the recorded one, else (an
+    earlier jacbench's row) its strategy with the options that differ among its rows here."""
     recorded = rows["variant"].fillna("").astype(str) if "variant" in rows else [""] * len(rows)
     parsed = [parse_options(o) for o in rows["strategy_options"]]
     varying: dict[str, set[str]] = {str(s): set() for s in rows["strategy"]}
@@ -77,9 +76,8 @@ def parse_options(text: object) -> dict:
 
 
 def _numpy_backed(rows: pd.DataFrame) -> pd.DataFrame:
-    """A copy whose Arrow-backed columns (as parquet reads them) are NumPy-backed: every
-    verdict selects and takes rows per problem and variant, and a take costs per column far
-    more on Arrow arrays."""
+    """A copy whose Arrow-backed columns (as parquet reads them) are NumPy-backed: verdicts
+    take rows per problem and variant, and a take costs far more on Arrow arrays."""
     columns = {}
     for name in rows.columns:
         column, dtype = rows[name], rows[name].dtype
@@ -119,9 +117,8 @@ def problem_title(key: tuple, variants_of_model: int) -> str:
 
 
 def problems(rows: pd.DataFrame) -> list[tuple[str, pd.DataFrame]]:
-    """(title, all rows of the problem) for each problem, in a stable order. Jobs that
-    failed before setup (no shape recorded) form problems of their own, so their failures
-    are listed too."""
+    """(title, all rows of the problem) for each problem, in a stable order; jobs that failed
+    before setup (no shape recorded) form problems of their own, so their failures show."""
     keyed = rows.assign(**{k: rows[k].astype(str) for k in PROBLEM_KEYS})
     built = keyed[rows["n_in"].notna()]  # failed-before-setup rows carry no model options
     per_model = built.groupby("model")["model_options"].nunique()
@@ -138,8 +135,7 @@ def latest_ok(rows: pd.DataFrame) -> pd.DataFrame:
 
 
 def good(rows: pd.DataFrame) -> pd.DataFrame:
-    """Usable answers: the newest ok row per variant, within tolerance, not a negative
-    control."""
+    """Usable answers: the newest ok row per variant, within tolerance, no negative control."""
     ok = latest_ok(rows)
     mask = ok["within_tol"].fillna(False).astype(bool)
     return ok[mask & (ok["strategy_kind"] != "negative_control")]
