@@ -129,8 +129,7 @@ MAX_LINE = 120  # the Overview shows markdown: a longer line widens the page
 
 
 def _wrapped(text: str, indent: str = "") -> list[str]:
-    """Lines of at most MAX_LINE characters, a word never broken (a link's address broken
-    across lines is no link in markdown)."""
+    """Lines of at most MAX_LINE characters, words never broken (a broken link is no link)."""
     return textwrap.wrap(
         text, MAX_LINE, subsequent_indent=indent, break_on_hyphens=False, break_long_words=False
     )
@@ -153,15 +152,14 @@ def _short_line(rec: Recommendation, group: pd.DataFrame) -> str:
     return ", ".join(parts)
 
 
-def _first_line(recs: list[Recommendation], speedups: list[str]) -> str:
-    """The headline (the runs table shows only this line), short enough for one line."""
+def _first_line(recs: list[Recommendation], speedups: list[str], names: str) -> str:
+    """The headline (the runs table shows only this line) in one line; ``names``: the picks."""
     if not recs:
         return "Nothing was recorded."
     full = "**Recommended: " + headline(recs) + "**"
     if speedups:
         full += f" ({', '.join(speedups)} faster than `{DEFAULT_STRATEGY}`)"
-    names = dict.fromkeys(r.choice(with_alternative=False) for r in recs)
-    short = "**Recommended: " + ", ".join(names) + "**"
+    short = "**Recommended: " + names + "**"
     for line in (full, short + " (per problem below)"):
         if len(line) <= MAX_LINE:
             return line
@@ -183,7 +181,8 @@ def overview(
     recs = [recommend(title, group) for title, group in groups]
     speedups = [f"{digits(r.speedup_vs_default)}x" for r in recs if r.speedup_vs_default]
     links = links or {}
-    first = _first_line(recs, speedups)
+    names = ", ".join(dict.fromkeys(rec.choice(with_alternative=False) for rec in recs))
+    first = _first_line(recs, speedups, names)
     if REPORT in links:
         first += f" ([the report]({links[REPORT]}))"
     lines = [first, ""]  # the per-problem lines next: the collapsed description shows three
@@ -210,10 +209,7 @@ def overview(
     )
     if sweep_line:
         lines += ["", *_wrapped(sweep_line)]
-    tags: dict[str, str] = {}
-    if recs:
-        names = dict.fromkeys(rec.choice(with_alternative=False) for rec in recs)
-        tags["recommended_strategy"] = ", ".join(names)[:5000]
+    tags = {"recommended_strategy": names[:5000]} if recs else {}
     alternatives = [rec.choice() for rec in recs if rec.alternative and not rec.unsettled]
     if alternatives:
         tags["recommended_with_alternative"] = ", ".join(dict.fromkeys(alternatives))[:5000]
