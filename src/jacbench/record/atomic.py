@@ -1,7 +1,6 @@
-"""Files written whole or not at all: to a temporary name in the same folder, then renamed,
-so that a reader never sees half a file and a writer killed mid-write leaves only a hidden
-temporary file. pyarrow is imported only where a table is written (a single run's process
-writes its row through the recording helper and never imports it)."""
+"""Files written whole or not at all: to a temporary name in the same folder, then renamed, so
+a reader never sees half a file and a writer killed mid-write leaves only a hidden temporary
+file. pyarrow is imported only where a table is written (a single run never imports it)."""
 
 from __future__ import annotations
 

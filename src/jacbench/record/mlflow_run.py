@@ -76,8 +76,7 @@ def key_part(text: str) -> str:
 
 @dataclass(frozen=True)
 class Tracking:
-    """Where runs go: the tracking URI, the experiment, and (for local stores) where the
-    artifacts of a newly created experiment live."""
+    """Where runs go: URI, experiment, and (local stores) a new experiment's artifact root."""
 
     uri: str
     experiment: str
@@ -288,8 +287,7 @@ def significant(value: float, digits: int = 4) -> float:
 def params_of(
     result: Result, model_options: dict[str, Any], strategy_options: dict[str, Any]
 ) -> dict[str, str]:
-    """Labels, sizes, seeds, threads, tolerance and options; empty or None values left out
-    (MLflow would show the string "None")."""
+    """Labels, sizes, seeds, threads, tolerance, options; no empty or None (MLflow shows "None")."""
     values: dict[str, Any] = {name: getattr(result, name) for name in PARAM_FIELDS}
     values.update(_flatten("model", model_options))
     values.update(_flatten("strategy", strategy_options))
@@ -355,8 +353,7 @@ def log_result(
     strategy_options: dict[str, Any],
     parent_run_id: str = "",
 ) -> str:
-    """Create, fill and close one job's run, spanning the job's real start and end; returns
-    its id. Raises if tracking fails."""
+    """Create, fill and close one job's run, spanning the job's start and end; returns its id."""
     tags = {"mlflow.parentRunId": parent_run_id} if parent_run_id else {}
     tags[JOB_TAG] = result.job_id  # from its creation: a run cut short is found by job id
     tags[LOGGED_AT_TAG] = f"{time.time():.3f}"
@@ -573,8 +570,7 @@ def _log_image(store: Store, run_id: str, key: str, path: Path) -> None:
 
 
 def _log_images(store: Store, parent_id: str, outcome: ParentOutcome) -> list[str]:
-    """The report's figures on the parent, each problem's time figure on its job runs;
-    returns what could not be logged."""
+    """The report's figures on the parent, each problem's on its job runs; returns what failed."""
     left_out = []
     targets = [(parent_id, key, path) for key, path in outcome.images.items()]
     if outcome.job_images:

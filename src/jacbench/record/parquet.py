@@ -108,8 +108,7 @@ def read_one(path: Path) -> pa.Table | None:
             if name in known:
                 column = table.column(index).cast(SCHEMA.field(name).type)
                 table = table.set_column(index, SCHEMA.field(name), column)
-        present = set(names)
-        added = [f for f in SCHEMA if f.name not in present]
+        added = [f for f in SCHEMA if f.name not in names]
         for field in added:
             column = pa.array([DEFAULTS[field.name]] * len(table), type=field.type)
             table = table.append_column(field.with_nullable(column.null_count > 0), column)

@@ -35,9 +35,8 @@ def row_result(table: pa.Table) -> Result:
 def sync_file(
     path: Path, tracking: Tracking, noted: dict[str, str], parent_run_id: str = ""
 ) -> str:
-    """Log the file's row if it has no run yet (nested under ``parent_run_id``, its sweep's)
-    and note the run beside it; returns the new id ("" when the row already had one or the
-    file cannot be read)."""
+    """Log the file's row if it has no run yet (nested under its sweep's ``parent_run_id``) and
+    note the run beside it; returns the new id ("" where it had one or cannot be read)."""
     table = read_one(path)
     if table is None or len(table) == 0:
         return ""

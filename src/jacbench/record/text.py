@@ -33,8 +33,7 @@ def terminal_text(text: object) -> str:
 
 
 def one_line(what: object, limit: int | None = 300) -> str:
-    """``what`` (an exception or any text) on one line, cut at ``limit`` characters, with
-    control characters shown escaped."""
+    """``what`` (an exception or any text) on one line, cut at ``limit``, controls escaped."""
     text = shown(errors.one_line(what, None))
     return text if limit is None else text[:limit]
 
@@ -61,9 +60,8 @@ LAUNCHER_LOGGERS = (
 
 
 def shown_logs() -> None:
-    """``ShownLogFilter`` on the launchers' loggers and on the root logger's handlers as they
-    are now, once each: called as a sweep starts and as each job starts (whatever
-    ``hydra/job_logging`` was chosen)."""
+    """``ShownLogFilter`` on the launchers' loggers and the root logger's handlers as they are
+    now, once each: called as a sweep and each job starts (whatever ``hydra/job_logging``)."""
     targets: list[logging.Filterer] = [logging.getLogger(name) for name in LAUNCHER_LOGGERS]
     targets += logging.getLogger().handlers
     for target in targets:

@@ -1,7 +1,6 @@
 """A row that cannot be written where it belongs (a full disk, a vanished folder) is never
-lost: it is written to a fallback folder (beside the sweep's state, or the run's Hydra output
-folder), and printed in full if that fails too. The MLflow run, logged first, also holds it.
-"""
+lost: it goes to a fallback folder (beside the sweep's state, or the run's Hydra output
+folder), or is printed in full if that fails too. Its MLflow run, logged first, holds it too."""
 
 from __future__ import annotations
 

@@ -1,9 +1,7 @@
-"""Reports made from a results folder alone: tables, plots, a recommendation, comparisons.
-
-Everything here reads recorded rows (parquet), never live objects, so a report can be made
-from results copied off a cluster. ``write_report`` (pandas, matplotlib) is imported on first
-use, so ``python -m jacbench.report`` checks its arguments before paying for them.
-"""
+"""Reports made from recorded rows (parquet) alone, never live objects, so that results copied
+off a cluster can be reported: tables, plots, a recommendation, comparisons. ``write_report``
+(pandas, matplotlib) is imported on first use: ``python -m jacbench.report`` checks its
+arguments before paying for them."""
 
 from __future__ import annotations
 

@@ -54,8 +54,7 @@ HEADER = [
 
 
 def header(rows: pd.DataFrame) -> list[str]:
-    """The columns of ``problem_lines(rows)``: ``HEADER``, and which round each figure is
-    from where the rows hold a re-timing (or a stale row)."""
+    """``problem_lines``' columns: ``HEADER``, plus the round where a row is re-timed or stale."""
     return HEADER + ([ROUND_COLUMN] if rounds_differ(rows) else [])
 
 

@@ -43,8 +43,7 @@ CAPTIONS = {
 
 
 def write_report(source: Path | pd.DataFrame, out: Path) -> list[Path]:
-    """Write the report of a results folder (or of already-read rows) into ``out``;
-    returns the files written. Never re-runs anything."""
+    """The report of a results folder (or rows) into ``out``, nothing re-run; returns its files."""
     rows = read_results(Path(source)) if not isinstance(source, pd.DataFrame) else source
     rows = screen(rows)
     out.mkdir(parents=True, exist_ok=True)

@@ -41,9 +41,8 @@ def match(before: pd.DataFrame, after: pd.DataFrame) -> pd.DataFrame:
     return pd.concat([by_hash, by_problem], ignore_index=True)
 
 
-# A change is flagged only when the rule tells the two times apart (their intervals do not
-# overlap) and the ratio is beyond this: on a shared machine the same code moves between runs
-# even in CPU time (caches, frequency), which is not a change of the code.
+# A change is flagged only beyond this ratio, and where the rule tells the times apart: on a
+# shared machine the same code moves between runs even in CPU time (caches, frequency).
 THRESHOLD = 1.25
 NO_INTERVAL = "no interval"
 
@@ -80,8 +79,7 @@ def judge(pair: pd.Series) -> tuple[str, float | None, str, str, str]:
 
 
 def compare(before: pd.DataFrame, after: pd.DataFrame) -> tuple[pd.DataFrame, float | None]:
-    """Each matched pair judged by the rule (``judge``), and the geometric-mean ratio of the
-    pairs that have one."""
+    """Each matched pair judged by the rule (``judge``), and the pairs' geometric-mean ratio."""
     pairs = match(before, after)
     if pairs.empty:
         return pairs, None

@@ -34,8 +34,7 @@ def problem_table(title: str, rows: pd.DataFrame) -> Table | None:
 
 
 def print_recommendations(rows: pd.DataFrame, console: Console) -> None:
-    """Every sweep ends with its recommendation, one line per problem, as the report and the
-    MLflow parent give it."""
+    """The recommendation, one line per problem, as the report and the MLflow parent give it."""
     labelled, _ = normalise(rows)
     for title, group in problems(labelled):
         sentence = analysis.recommend(title, group).sentence().replace("**", "")

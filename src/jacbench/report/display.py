@@ -118,8 +118,7 @@ def ratio_text(a: Mapping[str, object], b: Mapping[str, object]) -> str:
 
 
 def ratio_phrase(a: Mapping[str, object], b: Mapping[str, object], of: str) -> str:
-    """Prose for A's time over B's: ``0.06 x <of>``, or ``not settled against <of>`` where
-    the rule does not settle the order."""
+    """Prose for A's time over B's: ``0.06 x <of>``, or ``not settled against <of>``."""
     ratio = ratio_text(a, b)
     return f"not settled against {of}" if ratio == UNSETTLED_RATIO else f"{ratio} x {of}"
 

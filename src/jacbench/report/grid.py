@@ -84,8 +84,7 @@ class Cell:
 
 
 def by_family(found: list[Cell]) -> dict[str, list[Cell]]:
-    """The cells of each family (a panel of the heat maps, a grid of the console answer),
-    in the order the families first appear."""
+    """The cells of each family (a heat map's panel, a console grid), in order of appearance."""
     families: dict[str, list[Cell]] = {}
     for c in found:
         families.setdefault(c.family, []).append(c)
@@ -298,8 +297,7 @@ def _where(cell: Cell) -> str:
 
 
 def summarise(axes: tuple[str, str] | None, found: list[Cell]) -> MapSummary:
-    """auto's regret where the winner is settled, and the textbook rule's losses (on N and M
-    axes only)."""
+    """auto's regret where the winner is settled; the textbook rule's losses (N and M axes)."""
     settled = [c for c in found if c.winner and c.regret is not None]
     out_of_reach = [c for c in settled if (c.regret or 1.0) < 1 / REGRET_BOUND]
     scored = [c for c in settled if not c.auto_contended and c not in out_of_reach]

@@ -104,8 +104,7 @@ def _text(ax, i: int, j: int, text: str, fill: ColorType = "white", **style) -> 
 
 
 def winners(axes: tuple[str, str], cells: list[Cell]) -> Figure | None:
-    """The settled winner per cell, one colour per strategy; ties hatched and labelled with
-    both strategies."""
+    """The settled winner per cell, a colour per strategy; ties hatched, labelled with both."""
     names = sorted({c.winner for c in cells if c.winner} | {t for c in cells for t in c.tied})
     if not names:
         return None
@@ -235,8 +234,7 @@ ARTEFACT = "(artefact)"
 
 
 def regret(axes: tuple[str, str], cells: list[Cell]) -> Figure | None:
-    """auto's time over the best exact strategy's per cell; framed where auto is settled
-    slower by more than REGRET_BOUND."""
+    """auto's time over the best exact strategy's; framed where settled slower by REGRET_BOUND+."""
     found = [c for c in cells if c.regret is not None]
     if not found:
         return None

@@ -492,8 +492,7 @@ def _annotate(ax, label: str, xy: tuple[float, float], offset: tuple[int, int]) 
 
 
 def _told_apart(box: Bbox, own: tuple[float, float], others: list, margin: float) -> bool:
-    """Whether a label without a leader line reads as its own point's: no other point is
-    within ``margin`` of being as near to it."""
+    """Whether a label beside its point reads as that point's: no other within ``margin``."""
 
     def distance(point: tuple[float, float]) -> float:  # to the box's nearest edge, 0 inside
         px, py = point

@@ -198,8 +198,7 @@ class Moments:
 
 
 def _fastest_first(rows: pd.DataFrame) -> pd.DataFrame:
-    """``rows`` by ``rule.ranking_seconds``: wall time, or CPU time where any was timed
-    while its process waited for its core."""
+    """``rows`` by ``rule.ranking_seconds``: wall time, or CPU time where any waited for a core."""
     if rows.empty:
         return rows
     records = rows.to_dict("records")
@@ -222,8 +221,7 @@ def moments(rows: pd.DataFrame, pick: Callable[[pd.DataFrame], pd.DataFrame] = g
 def standing(
     rows: pd.DataFrame, pick: Callable[[pd.DataFrame], pd.DataFrame] = good
 ) -> pd.DataFrame:
-    """``pick``'s rows of each variant, fastest first, as every verdict ranks them
-    (``Moments.ranked``)."""
+    """``pick``'s rows of each variant, fastest first as verdicts rank them (``Moments``)."""
     return moments(rows, pick).ranked()
 
 
