@@ -209,26 +209,17 @@ def _measured_rows(result: Result) -> list[tuple[str, str]]:
     """Timing, memory and accuracy: only the lines the job got far enough to measure."""
     rows = []
     if result.time_median_s is not None:
-        rows.append(
-            (
-                "median time",
-                f"{time_text(dataclasses.asdict(result))}  (95% interval of the median; "
-                f"IQR {_in_unit_of(result.time_iqr_s, result.time_median_s)})",
-            )
-        )
+        iqr = _in_unit_of(result.time_iqr_s, result.time_median_s)
+        median = f"{time_text(dataclasses.asdict(result))}  (95% interval of the median; IQR {iqr})"
+        rows.append(("median time", median))
         if result.timing_warning:  # a line of its own, wrapped: never a 160-column row
             rows.append(("noisy", f"[yellow]{' '.join(result.timing_warning.split())}[/]"))
     if result.n_timed is not None:
         blocks = "" if result.n_blocks is None else f" in {result.n_blocks} blocks"
         rows.append(("timed calls", f"{result.n_timed}{blocks}  ({result.threads} thread(s))"))
     if result.cpu_wall_ratio is not None:
-        rows.append(
-            (
-                "machine load",
-                f"CPU/wall {result.cpu_wall_ratio:.2f} while timing, 1-min load average "
-                f"{cell(result.load_avg_1m, '.2f')}",
-            )
-        )
+        load = f"1-min load average {cell(result.load_avg_1m, '.2f')}"
+        rows.append(("machine load", f"CPU/wall {result.cpu_wall_ratio:.2f} while timing, {load}"))
     if result.first_call_s is not None:
         rows.append(
             ("first call", f"{seconds_text(result.first_call_s)}  (setup + first execution)")

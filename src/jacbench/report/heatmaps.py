@@ -1,6 +1,5 @@
-"""The map's three heat maps (``jacbench.report.grid`` computes every cell): the settled
-winner per cell, best forward over best reverse, and auto's regret. One panel per family
-(model, dtype, device), cells at the sweep's axis values; a cell's text never leaves it."""
+"""The map's heat maps of ``jacbench.report.grid``'s cells (settled winner, best forward over
+best reverse, auto's regret): a panel per model, dtype and device; texts stay in their cell."""
 
 from __future__ import annotations
 
@@ -80,6 +79,11 @@ def _frame(ax, family: str, found: list[Cell], axes: tuple[str, str]) -> tuple[l
     return xs, ys
 
 
+def _patch(ax, i: int, j: int, **style) -> None:
+    """A patch over the whole cell at column ``i``, row ``j``."""
+    ax.add_patch(Rectangle((i - 0.5, j - 0.5), 1, 1, **style))
+
+
 def _diagonal_entry() -> Line2D:
     return Line2D([], [], color="black", lw=1.2, ls="--", label="M = N")
 
@@ -123,9 +127,7 @@ def winners(axes: tuple[str, str], cells: list[Cell]) -> Figure | None:
                 label = "/".join(short(t) for t in c.tied) + f"\n{c.winner_why or 'tied'}"
             else:
                 fill, hatch, label = EMPTY_COLOR, None, "-"
-            ax.add_patch(
-                Rectangle((i - 0.5, j - 0.5), 1, 1, facecolor=fill, hatch=hatch, ec="white")
-            )
+            _patch(ax, i, j, facecolor=fill, hatch=hatch, ec="white")
             _text(ax, i, j, label)
     handles: list[Artist] = [Patch(facecolor=colour[n], label=f"{short(n)} = {n}") for n in names]
     handles.append(_unsettled_entry("no settled winner"))
@@ -174,18 +176,8 @@ def _colour_panels(
                 _text(ax, i, j, "-")
                 continue
             if why(c):
-                ax.add_patch(
-                    Rectangle(
-                        (i - 0.5, j - 0.5),
-                        1,
-                        1,
-                        facecolor=TIE_COLOR if withheld(c) else "none",
-                        hatch=UNSETTLED_HATCH,
-                        ec="0.45",
-                        lw=0,
-                        zorder=2,
-                    )
-                )
+                face = TIE_COLOR if withheld(c) else "none"
+                _patch(ax, i, j, facecolor=face, hatch=UNSETTLED_HATCH, ec="0.45", lw=0, zorder=2)
             if withheld(c):
                 _text(ax, i, j, why(c), fill=TIE_COLOR)
                 continue
