@@ -11,9 +11,8 @@ def markdown_safe(text: str) -> str:
 
 
 def wrapped_prose(text: str, width: int = 100) -> str:
-    """``text`` for a fenced block: lines of prose longer than ``width`` wrapped (a fenced
-    block never wraps, so MLflow's viewer showed an answer as one line scrolling sideways);
-    table rows (cells two or more spaces apart) kept whole, so their columns still align."""
+    """``text`` for a fenced block (which never wraps): prose lines over ``width`` wrapped, table
+    rows (cells two or more spaces apart) kept whole, so their columns still align."""
     import re
     import textwrap
 

@@ -257,9 +257,8 @@ SHORT_DTYPES = {"float16": "f16", "bfloat16": "bf16", "float32": "f32", "float64
 
 
 def metrics_of(result: Result) -> dict[str, float]:
-    """The measurements of ``result`` as MLflow metrics (absent ones left out), plus log10
-    forms for MLflow's linear charts, and the time again under its problem's key (the Chart
-    tab gives each key prefix a section of its own)."""
+    """``result``'s measurements as MLflow metrics (absent ones left out), with log10 forms for
+    the linear charts and the time again under its problem's key (a Chart tab section)."""
     metrics = {
         name: float(getattr(result, column)) * scale
         for name, column, scale in METRICS
@@ -374,8 +373,7 @@ def log_result(
             "git_commit": result.git_commit,
             "mlflow.source.git.commit": result.git_commit,
             "config_hash": result.config_hash,  # an identifier: a tag, not a param to chart
-            # which measurement (first, or a preset's side_by_side re-timing of two), and what
-            # made it: the columns a rerun checks before reusing the row
+            # the round, and what made the row: the columns a rerun checks before reusing it
             "round": str(result.round),
             "pair_id": result.pair_id,
             "jacbench_version": result.jacbench_version,
@@ -443,7 +441,6 @@ def logged_run(tracking: Tracking, job_id: str) -> JobRuns:
     return JobRuns(closed[0] if closed else "", in_progress and not closed)
 
 
-# The experiment's description: where the answer is and what the runs hold.
 EXPERIMENT_NOTE = (
     "jacbench: how fast and how accurate each way of computing a Jacobian is.\n\n"
     "Each sweep is a parent run whose **Overview** gives the recommendation per problem and "
@@ -526,8 +523,7 @@ class ParentOutcome:
     failed: bool = False
     reason: str = ""  # why the sweep itself failed (e.g. its summary could not be written)
     killed: bool = False  # stopped by Ctrl-C, SIGTERM or SIGHUP: MLflow's KILLED
-    # where the sweep has several problems: one run per problem, its answer as metrics in
-    # the jobs' columns ({"name", "metrics", "tags"}, from report.overview)
+    # one answer run per problem where there are several ({"name", "metrics", "tags"})
     answers: list[dict] = field(default_factory=list)
 
     @property

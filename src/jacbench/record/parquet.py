@@ -77,9 +77,8 @@ IDENTITY_COLUMNS = {"status", "strategy", "model"}  # every jacbench row, old on
 
 
 def _defaults() -> dict[str, typing.Any]:
-    """Each column's value in a row that predates it: the Result field's default, an empty
-    string for a text column without one (model, dtype...), else null (started_at, job_id:
-    made when a row is, so a row without them cannot have one)."""
+    """Each column's value in a row that predates it: the Result field's default, "" for a text
+    column without one, else null (started_at, job_id: a row without them cannot have one)."""
     values: dict[str, typing.Any] = {}
     for f in dataclasses.fields(Result):
         default = None if f.default is dataclasses.MISSING else f.default
@@ -138,9 +137,8 @@ def write_result(result: Result, folder: Path) -> Path:
 
 
 def read_files(paths: Iterable[Path]) -> pd.DataFrame:
-    """The rows of these files, plus a ``_file`` column naming where each came from, each
-    with the id of its MLflow run where one is noted beside it (``run_ids``). Files are read
-    one by one, so files of an older jacbench (fewer columns) still load."""
+    """The rows of these files, read one by one (an older jacbench's have fewer columns), with
+    a ``_file`` column, and their MLflow run ids where noted beside them (``run_ids``)."""
     import pandas as pd  # only where rows are read back: a single run never needs it
 
     tables, missing, linked = [], set(), {}
@@ -177,8 +175,7 @@ DONE_STATUSES = (Status.OK, Status.SKIPPED)  # settled outcomes; a failed job is
 
 def done_rows(folder: Path, config_hash: str) -> Iterator[tuple[Path, dict[str, typing.Any]]]:
     """Newest first, each file under ``folder`` whose row for this config_hash is ``ok`` or
-    ``skipped`` (the strategy cannot apply: running it again would not change that), with
-    its row (every column of the schema; an earlier jacbench's with their defaults)."""
+    ``skipped`` (settled outcomes), with its row (every column; defaults where it lacks one)."""
     for path in sorted(Path(folder).glob(f"*_{config_hash}_*.parquet"), reverse=True):
         table = read_one(path)
         if table is None or table.num_rows != 1:

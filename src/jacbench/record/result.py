@@ -47,9 +47,7 @@ class Result:
     # what was measured
     model: str
     strategy: str
-    # the strategy with what its options change from their defaults (``auto (eager)``,
-    # ``fd_central eps=1e-4``): the name every surface shows (jacbench.record.variant)
-    variant: str = ""
+    variant: str = ""  # the label every surface shows (jacbench.record.variant)
     dtype: str
     device: str
     strategy_kind: str = ""  # exact, approximate or negative_control
@@ -69,8 +67,7 @@ class Result:
     time_median_s: float | None = None
     time_iqr_s: float | None = None
     n_timed: int | None = None
-    # torch.utils.benchmark's warning when the IQR exceeds 10% of the median (the timing is
-    # noisy: an order decided by it is not settled); empty when the spread is small
+    # torch.utils.benchmark's warning where the IQR exceeds 10% of the median (noisy), else ""
     timing_warning: str = ""
     # what the median was measured from (jacbench.timing.measure): each timed block's per-call
     # time (wall, process CPU), their count, and the median's interval the rule compares
@@ -83,8 +80,7 @@ class Result:
     cpu_median_s: float | None = None
     cpu_ci_low_s: float | None = None
     cpu_ci_high_s: float | None = None
-    # the timed thread's own CPU time per call, per block and as median and interval: what
-    # the rule compares where the machine was busy (null in rows of an earlier jacbench)
+    # the timed thread's own CPU time per call: what the rule compares on a busy machine
     thread_cpu_blocks_s: list[float] | None = None
     thread_cpu_median_s: float | None = None
     thread_cpu_ci_low_s: float | None = None
@@ -117,8 +113,7 @@ class Result:
     # analytic (the model's formula), forward_float64 or reverse_float64 (exact AD), never in
     # the mode of the strategy under test where another method runs
     reference_method: str = ""
-    # relative disagreement with the next independent exact method (null where only one runs):
-    # above the tolerance, no verdict is drawn
+    # disagreement with the next independent exact method: above the tolerance, no verdict
     reference_uncertainty: float | None = None
     reference_sample: int | None = None  # entries judged on where sampled, else null
     ref_norm: float | None = None  # Frobenius norm of the reference Jacobian (its scale)

@@ -1,6 +1,5 @@
 """User text (names, overrides, error messages) as messages print it: control characters and
-terminal escape sequences shown escaped, never sent raw to a terminal; one line, of bounded
-length."""
+escape sequences shown escaped, never sent raw to a terminal; one line, of bounded length."""
 
 from __future__ import annotations
 

@@ -1,7 +1,6 @@
-"""One short name per strategy variant (a strategy run with options other than its defaults:
-a preset such as ``auto_eager``, a swept ``eps``), shown on every surface instead of the full
-options (kept in the row's ``strategy_options``): the strategy and only what differs,
-``auto (eager)``, ``fd_central eps=1e-4``."""
+"""One short name per strategy variant (a strategy run with options other than its defaults),
+shown on every surface: the strategy and only what differs (``auto (eager)``,
+``fd_central eps=1e-4``); the full options stay in the row's ``strategy_options``."""
 
 from __future__ import annotations
 

@@ -98,9 +98,8 @@ def not_ok_lines(rows: pd.DataFrame) -> list[list[str]]:
     return [[r["label"], str(r["status"]), str(r["error_message"])] for _, r in bad.iterrows()]
 
 
-# Exact first: an approximate strategy is recommended over the fastest exact one only when it
-# is more than this many times faster and the rule says it is faster. Below that, the speed
-# gained does not pay for the digits lost (finite differences keep about half of them).
+# Exact first: an approximate strategy is picked only when settled more than this many times
+# faster than the fastest exact one; below, speed does not pay for the digits lost.
 CLEARLY_FASTER = 1.5
 RULE = (
     "The fastest strategy within its dtype's tolerance (negative controls excluded), exact "

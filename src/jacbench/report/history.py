@@ -138,9 +138,8 @@ def strategy_styles(labels: list[str]) -> dict[str, dict[str, str]]:
 def history_figure(
     rows: pd.DataFrame, versions: list[Version], settled: list[Change]
 ) -> Figure | None:
-    """Each strategy's median time (bar: its 95% interval) per version, one panel per
-    problem (at most MAX_PANELS), versions in the order given; a ring marks a point whose
-    change from the previous version the rule settles."""
+    """Each strategy's median time (bar: 95% interval) per version, a panel per problem (up to
+    MAX_PANELS); a ring marks a point whose change from the previous version the rule settles."""
     groups = problems(rows)[:MAX_PANELS] if len(rows) else []
     groups = [(t, g) for t, g in groups if g["version"].nunique() >= 2]
     if not groups:

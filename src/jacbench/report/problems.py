@@ -166,9 +166,8 @@ class Moments:
     pairs: tuple[pd.DataFrame, ...]
 
     def ranked(self) -> pd.DataFrame:
-        """The first round's rows fastest first (untimed last), each pair's two places
-        filled in the pair's order with its rows. Where a row was timed while its process
-        waited for its core, by CPU time (``rule.ranking_seconds``), as the rule compares."""
+        """The first round's rows fastest first (untimed last; by CPU time where one waited for
+        its core, ``rule.ranking_seconds``), each pair's two places filled with its rows."""
         ordered = _fastest_first(self.first)
         if not self.pairs:
             return ordered

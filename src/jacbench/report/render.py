@@ -30,9 +30,8 @@ def _cell(text: str) -> str:
 
 
 def html_table(header: list[str], lines: list[list[str]]) -> str:
-    """Our own, not pandas' to_html: the rows are formatted strings already, and to_html adds
-    a border and classes the report's stylesheet does not use. In a box of the page's width
-    that scrolls a table of too many columns on its own, the page never."""
+    """Our own, not pandas' to_html (the rows are formatted strings; it adds unused classes), in
+    a box of the page's width that scrolls a table of too many columns, never the page."""
     head = "".join(f"<th>{html.escape(h)}</th>" for h in header)
     body = "".join("<tr>" + "".join(_cell(str(c)) for c in line) + "</tr>" for line in lines)
     return (
