@@ -1,6 +1,5 @@
-"""A sweep over two numeric axes read as a map: per cell, the settled winner, best forward
-over best reverse, and auto's regret. Every verdict comes from ``analysis.recommend`` and the
-rule (``jacbench.timing.rule``): a cell whose order the rule does not settle is a tie."""
+"""A sweep over two numeric axes read as a map: per cell, the settled winner, best forward over
+best reverse and auto's regret, each by ``analysis.recommend`` and the rule (unsettled: a tie)."""
 
 from __future__ import annotations
 
@@ -39,8 +38,7 @@ def with_axes(rows: pd.DataFrame) -> pd.DataFrame:
 
 
 def grid_axes(rows: pd.DataFrame) -> tuple[str, str] | None:
-    """The two numeric columns a sweep varied (N and M first, then model options), or None
-    where fewer than two vary with at least two values each."""
+    """The two numeric columns a sweep varied (N and M first, then model options), or None."""
     if rows.empty:
         return None
     candidates = [*AXES, *(c for c in rows.columns if c.startswith("opt."))]
@@ -156,12 +154,10 @@ def _cell(family: str, x: float, y: float, rows: pd.DataFrame) -> Cell:
     winner = rec.best if rec.best and not rec.unsettled else ""
     tied = (rec.best, rec.runner_up) if rec.best and rec.unsettled and rec.runner_up else ()
     ratio, modes_settled, modes_why = None, False, ""
-    if (modes := best_of_each_mode(others)) is not None:
-        forward, reverse = modes
-        modes_found = verdict(forward, reverse)
-        modes_settled = modes_found.decided
-        modes_why = why_unsettled(modes_found.order)
-        ratio = time_ratio(forward, reverse)
+    if (modes := best_of_each_mode(others)) is not None:  # (forward, reverse)
+        found = verdict(*modes)
+        ratio, modes_settled = time_ratio(*modes), found.decided
+        modes_why = why_unsettled(found.order)
     against = auto_against_best(rows)
     regret_why = "" if against is None else why_unsettled(against.order)
     return Cell(
@@ -196,8 +192,7 @@ def family_name(key: tuple, fixed: list[str], varying: set[str]) -> str:
 
 
 def cells(rows: pd.DataFrame) -> tuple[tuple[str, str] | None, list[Cell]]:
-    """The map of normalised rows (``report.problems.normalise``): its axes and cells, one
-    per family and point, in the families' order of appearance."""
+    """The map of normalised rows: its axes, and a cell per family and point (in order)."""
     rows = with_axes(rows)
     axes = grid_axes(rows)
     if axes is None:

@@ -84,6 +84,10 @@ def _patch(ax, i: int, j: int, **style) -> None:
     ax.add_patch(Rectangle((i - 0.5, j - 0.5), 1, 1, **style))
 
 
+def _framed_entry(label: str) -> Patch:
+    return Patch(fc="white", ec="black", lw=2, label=label)
+
+
 def _diagonal_entry() -> Line2D:
     return Line2D([], [], color="black", lw=1.2, ls="--", label="M = N")
 
@@ -216,7 +220,7 @@ def forward_over_reverse(axes: tuple[str, str], cells: list[Cell]) -> Figure | N
         lambda c: "" if c.modes_settled else c.modes_why or "tied",
         lambda c: not c.modes_settled,  # no ratio shown unless settled
         [
-            Patch(fc="white", ec="black", lw=2, label="settled by the rule (framed, bold)"),
+            _framed_entry("settled by the rule (framed, bold)"),
             _unsettled_entry("not settled, no ratio shown"),
         ],
     )
@@ -235,12 +239,7 @@ def regret(axes: tuple[str, str], cells: list[Cell]) -> Figure | None:
         vmin=min(0.5, *(c.regret for c in found if c.regret)), vcenter=1.0, vmax=top
     )
     entries: list[Artist] = [
-        Patch(
-            fc="white",
-            ec="black",
-            lw=2,
-            label=f"auto settled slower by more than {REGRET_BOUND:.2f}x (framed)",
-        ),
+        _framed_entry(f"auto settled slower by more than {REGRET_BOUND:.2f}x (framed)"),
         _unsettled_entry(f"not settled (below {1 / REGRET_BOUND:.2f}: no value shown)"),
     ]
     if any(c.regret_artefact for c in found):
