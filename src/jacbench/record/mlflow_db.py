@@ -1,8 +1,7 @@
 """The local sqlite MLflow database, made so that a crash leaves no file or a complete one,
-and a broken one named in one line with the fix. MLflow would build it in place (tables, then
-many migrations): a process killed on the way leaves a file that fails for good, and several
-building at once corrupt it. So it is built elsewhere (in memory where it can), copied under a
-temporary name in the same folder and linked into place once complete (the first one wins)."""
+and a broken one named in one line with the fix: built in place, a process killed during
+MLflow's many migrations leaves a file that fails for good, and builders at once corrupt it;
+so it is built elsewhere (in memory where it can) and linked into place once complete."""
 
 from __future__ import annotations
 

@@ -419,9 +419,8 @@ class JobRuns:
 
 
 def logged_run(tracking: Tracking, job_id: str) -> JobRuns:
-    """The run already logged for this job: a job or sync whose write-back failed finds it
-    instead of logging the job twice. Runs of this job that a kill left RUNNING (created
-    over CUT_SHORT_S ago) are deleted, so that the job ends with exactly one run."""
+    """The run already logged for this job (a job or sync whose write-back failed finds it, not
+    logging twice); its runs a kill left RUNNING over CUT_SHORT_S ago are deleted."""
     if not job_id or "'" in job_id or "\\" in job_id:
         raise UnsearchableJobId(f"job_id {job_id!r} cannot be searched for in MLflow")
     client = connect(tracking).client
@@ -601,9 +600,8 @@ def _log_answers(store: Store, parent_id: str, outcome: ParentOutcome) -> list[s
 
 
 def finish_parent_run(tracking: Tracking, run_id: str, outcome: ParentOutcome) -> list[str]:
-    """Attach the outcome and end the run. Files that cannot be logged (a full disk under
-    a local artifact store) do not keep the run open: returns what was left out. Tracking
-    that does not answer raises at once, at its first unanswered request."""
+    """Attach the outcome and end the run; files that cannot be logged (a full disk) do not keep
+    it open: returns what was left out. Tracking that does not answer raises at once."""
     store = connect(tracking)
     client = store.client
     client.get_run(run_id)  # there, and answering

@@ -1,8 +1,7 @@
 """Which MLflow run holds each row, kept beside the rows: a row is written before any MLflow
-call, then rewritten with its run's id (``run.recording.link_row``); for a row whose rewrite
-failed or whose job stopped in between, the link is also an empty file
-``<folder>/.mlflow_runs/<job_id>.<run_id>``, created atomically and read for a whole folder
-with one directory listing. A lost link is found again by the run's tag ``jacbench.job_id``."""
+call, then rewritten with its run's id (``run.recording.link_row``); lest that fail, the link
+is also an empty file ``<folder>/.mlflow_runs/<job_id>.<run_id>`` (created atomically, a folder
+read in one listing). A lost link is found again by the run's tag ``jacbench.job_id``."""
 
 from __future__ import annotations
 

@@ -1,7 +1,6 @@
-"""Whether a tracking server answers, asked once and briefly before a sweep relies on it:
-MLflow's client waits its request timeout on each try (about 35 s with jacbench's defaults)
-before it says anything. Any HTTP answer (an error status, a login asked for) counts as
-answering; only silence or a refused connection does not."""
+"""Whether a tracking server answers, asked once and briefly before a sweep relies on it (MLflow's
+client waits its timeout on each try, ~35 s in all, before saying anything). Any HTTP answer
+counts (an error status, a login asked for); only silence or a refused connection does not."""
 
 from __future__ import annotations
 

@@ -1,7 +1,6 @@
-"""Rows recorded while tracking was down (no run noted beside them) get their MLflow runs,
-through the recorder the jobs use (``python -m jacbench.sync``); each run is noted in
-``run_ids``, never in the row. A run carries its row's job id (tag ``jacbench.job_id``), so a
-sync that logged a run but could not note it finds that run next time, not logging twice."""
+"""Rows recorded while tracking was down get their MLflow runs through the jobs' recorder
+(``python -m jacbench.sync``), each noted in ``run_ids``; a run carries its row's job id (tag
+``jacbench.job_id``), so a sync that could not note its run finds it next time."""
 
 from __future__ import annotations
 

@@ -24,8 +24,7 @@ def shown_lines(text: str) -> str:
 
 
 def terminal_text(text: object) -> str:
-    """``shown``, with rich's markup escaped too: for text a rich console prints, where a name
-    like ``[bold]`` would otherwise be read as a style."""
+    """``shown``, rich's markup escaped too (a name like ``[bold]`` is no style)."""
     from rich.markup import escape
 
     return escape(shown(text))

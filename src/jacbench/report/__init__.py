@@ -1,7 +1,6 @@
-"""Reports made from recorded rows (parquet) alone, never live objects, so that results copied
-off a cluster can be reported: tables, plots, a recommendation, comparisons. ``write_report``
-(pandas, matplotlib) is imported on first use: ``python -m jacbench.report`` checks its
-arguments before paying for them."""
+"""Reports from recorded rows (parquet) alone, never live objects, so results copied off a
+cluster can be reported: tables, plots, a recommendation, comparisons. ``write_report`` (pandas,
+matplotlib) is imported on first use: ``python -m jacbench.report`` checks its arguments first."""
 
 from __future__ import annotations
 

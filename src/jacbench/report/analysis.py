@@ -322,9 +322,8 @@ def _load(row: pd.Series) -> str:
 
 
 def disagreement(a: pd.Series, b: pd.Series) -> str:
-    """Where one row is ``auto`` and the other the strategy it chose (the same code timed
-    twice) and the rule tells the times apart, why the pair is reported as disagreeing
-    instead of ranked, with what each job's machine showed; "" otherwise."""
+    """Where one row is ``auto`` and the other the strategy it chose (the same code timed twice)
+    and the rule tells their times apart: why they disagree, instead of a ranking; else ""."""
     auto, other = (a, b) if a["strategy"] == "auto" else (b, a)
     if auto["strategy"] != "auto" or auto.get("chosen_strategy") != other["strategy"]:
         return ""

@@ -63,8 +63,7 @@ NOISY_LEGEND = (
 
 
 def seconds_text(seconds: float) -> str:
-    """A time in the unit the tables use (``1.07 ms``, ``13.9 s``): three significant digits,
-    as an interval's text (``Interval.text``) gives them."""
+    """A time in the tables' unit, three significant digits (``1.07 ms``) as ``Interval.text``."""
     unit, scale = time_unit(seconds)
     return f"{digits(seconds * scale)} {unit}"
 

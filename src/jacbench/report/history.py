@@ -1,6 +1,5 @@
 """``python -m jacbench.report --history DIR1 DIR2 ...``: each strategy's time across result
-folders of different torch or jacbench versions (or machines), in the order given, each change
-between neighbours judged by the rule (``jacbench.timing.rule.verdict``)."""
+folders (torch or jacbench versions, machines) in the order given, changes judged by the rule."""
 
 from __future__ import annotations
 

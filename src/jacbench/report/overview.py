@@ -1,6 +1,5 @@
-"""What a sweep's parent run says in the MLflow UI, from its recorded rows (as the report):
-a markdown description with the recommendation per problem, tags naming the recommended
-strategy and its speedup over ``functional``, and a summary table MLflow can show."""
+"""What a sweep's parent run shows in the MLflow UI, from its rows as the report reads them: a
+markdown description of each problem's recommendation, tags, and a summary table."""
 
 from __future__ import annotations
 

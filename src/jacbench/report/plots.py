@@ -1,7 +1,6 @@
-"""Headless matplotlib figures of a result set: each a Figure, or None where the rows hold
-no data for it. Sizes are in inches as read (report.html shows ``CSS_PX_PER_IN`` px per inch),
-so no label is below ``SMALL`` pt on the page; ``finish`` freezes each figure's layout and
-blanks colliding tick labels, so the saved image is the one measured."""
+"""Headless matplotlib figures of a result set: each a Figure, or None where the rows hold no
+data for it. Sizes are inches as read (report.html shows ``CSS_PX_PER_IN`` px per inch): no
+label is below ``SMALL`` pt on the page; ``finish`` makes the saved image the one measured."""
 
 from __future__ import annotations
 
