@@ -63,8 +63,7 @@ def _build_in_memory(tmp: Path, artifact_root: str) -> None:
 
 
 def create_atomically(path: Path, artifact_root: str | None = None) -> None:
-    """Have MLflow build a complete database next to ``path`` and link it into place, unless
-    another process did first (its database is kept)."""
+    """Have MLflow build a database next to ``path``, linked into place unless another was first."""
     path.parent.mkdir(parents=True, exist_ok=True)
     remove_stale(path.parent.glob(f".{path.name}.*.tmp"))  # left by killed creations
     tmp = path.with_name(f".{path.name}.{uuid.uuid4().hex[:8]}.tmp")

@@ -96,8 +96,7 @@ UNSURE = {"unsure": "told apart while a side waited for its core", "unknown": "w
 
 
 def headline(pairs: pd.DataFrame) -> str:
-    """The verdict in one line: how many matched jobs are faster, slower, the same or unsure
-    (and why unsure), and which time was compared."""
+    """The verdict in one line: matched jobs faster, slower, same or unsure (why), and the time."""
     kinds = pairs["flag"].str.split(" ", n=1).str[0]
     counts = kinds.value_counts().to_dict()
     parts = [f"{counts[k]} {k}" for k in FLAG_ORDER if counts.get(k)]

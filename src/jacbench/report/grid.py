@@ -181,8 +181,7 @@ def _cell(family: str, x: float, y: float, rows: pd.DataFrame) -> Cell:
 
 
 def family_name(key: tuple, fixed: list[str], varying: set[str]) -> str:
-    """``model dtype device``, with the fixed options that tell this family from another of
-    the same model (e.g. ``hidden=64``)."""
+    """``model dtype device``, plus the fixed options telling it from the model's other families."""
     model, dtype, device, wrt, batch, *rest = key
     name = f"{model} {dtype} {device}"
     name += " wrt params" if wrt == "params" else ""
@@ -218,8 +217,7 @@ class MapSummary:
     settled_cells: int  # cells with a settled winner, an auto row, auto's time its own
     regrets: list[float]
     worst: Cell | None
-    # cells where auto is settled slower by more than REGRET_BOUND (those the regret heat map
-    # frames), also where no winner is settled
+    # cells where auto is settled slower by over REGRET_BOUND (framed), settled winner or not
     losses: list[Cell]
     textbook_losses: list[Cell]  # settled cells where M >= N -> forward picked the wrong mode
     contended: list[Cell] = field(default_factory=list)  # auto slower, but it waited: left out

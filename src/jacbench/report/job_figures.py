@@ -12,14 +12,12 @@ from jacbench.report import plots
 from jacbench.report.analysis import recommend
 from jacbench.report.problems import normalise, problems
 
-# At most this many problems get a figure on each of their job runs: drawing one per job of
-# a large sweep is slow, and the report's figures serve a sweep that large.
+# At most this many problems get a figure on their job runs (a larger sweep: slow to draw).
 MOST_PROBLEMS = 12
 
 
 def time_figures(rows: pd.DataFrame, out: Path, most: int = MOST_PROBLEMS) -> dict[str, Path]:
-    """job_id -> the PNG of its problem's time-per-strategy figure, written into ``out``;
-    none where the rows hold more than ``most`` problems."""
+    """job_id -> its problem's time-per-strategy PNG in ``out``; none past ``most`` problems."""
     rows, _ = normalise(rows)
     found = problems(rows)
     if len(found) > most:

@@ -325,8 +325,7 @@ def _err_axis(ax, which: str, rows: pd.DataFrame, label: str) -> None:
 
 
 def interval_bars(rows: pd.DataFrame) -> np.ndarray:
-    """Left and right bar lengths: the 95% interval of the median (``jacbench.timing.rule``);
-    zero for rows without one (drawn hollow)."""
+    """Left and right bar lengths: the median's 95% interval; zero without one (drawn hollow)."""
     median = rows["time_median_s"].astype(float)
     low = pd.to_numeric(rows.get("time_ci_low_s"), errors="coerce").fillna(median)
     high = pd.to_numeric(rows.get("time_ci_high_s"), errors="coerce").fillna(median)
@@ -636,8 +635,7 @@ def _curves_figure(xlabel: str, ylabel: str) -> tuple[Figure, Axes]:
 
 
 def fd_error_vs_eps(rows: pd.DataFrame) -> Figure | None:
-    """The V-shaped curve: rel_err against the step, where an eps sweep is present, with
-    each dtype's tolerance (relative, as rel_err is)."""
+    """rel_err against the step (a V) where an eps sweep is present, with each dtype's tolerance."""
     ok = rows[rows["status"] == Status.OK]
     eps = [parse_options(o).get("eps") for o in ok["strategy_options"]]
     ok = ok.assign(eps=pd.to_numeric(pd.Series(eps, index=ok.index))).dropna(
