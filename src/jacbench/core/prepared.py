@@ -166,16 +166,21 @@ class Prepared:
 
     @property
     def info(self) -> PrepInfo:
-        """What the strategy decided; for a tiered ``auto``, the tier it is in now, and
-        ``built`` describes that tier's form (the tiers before it named after it)."""
+        """What the strategy decided; for a tiered ``auto``, what the tier it is in now
+        decided (its colours, its pattern), and ``built`` describes that tier's form (the
+        tiers before it named after it)."""
         if self.tiers is None:
             return self.declared_info
-        tiers = self.tiers
-        built = tiers.current.info.built or self.declared_info.built
+        tiers, current = self.tiers, self.tiers.current.info
+        built = current.built or self.declared_info.built
         if len(tiers.history) > 1:
             built += f" (after tiers {' -> '.join(tiers.history[:-1])})"
         return replace(
-            self.declared_info, tier=tiers.tier, chosen_strategy=tiers.chosen_strategy, built=built
+            current,
+            decided_by=self.declared_info.decided_by,
+            tier=tiers.tier,
+            chosen_strategy=tiers.chosen_strategy,
+            built=built,
         )
 
     def __reduce__(self) -> tuple[Any, ...]:
