@@ -3,7 +3,8 @@ tracking c = 100 to 3200 (simple and complicated), float64, 1 thread, one proces
 
 Per problem it prepares the best dense strategies (jacfwd, and jacfwd_compiled with
 --compile; where the dense Jacobian takes at most --dense-max-gb: not on BA), the sparse ones
-(sparse_jacfwd, eager and with --compile compiled), ``auto`` (its defaults: its first tier)
+(sparse_jacfwd, eager and with --compile compiled; blocks_jacrev likewise where the model
+declares local blocks: BA), ``auto`` (its defaults: its first tier)
 and ``auto settled`` (every tier move made: what a long fit runs), all returning what auto
 returns (the dense matrix, or CSR where it would not fit: BA, HT complicated c=3200), and
 the peers where installed (``pip install "jax[cpu]" asdex``, optional; scripts/adbench_jax.py):
@@ -106,6 +107,11 @@ def contenders(problem: Problem, compile: bool, dense_max_gb: float) -> dict[str
     if compile:
         label = "sparse_jacfwd[compile" + (",csr]" if csr else "]")
         out[label] = ("sparse_jacfwd", {**sparse, "compile": True})
+    if problem.blocks is not None:  # declared local blocks (BA's observations)
+        out["blocks_jacrev" + ("[csr]" if csr else "")] = ("blocks_jacrev", sparse)
+        if compile:
+            label = "blocks_jacrev[compile" + (",csr]" if csr else "]")
+            out[label] = ("blocks_jacrev", {**sparse, "compile": True})
     out["auto"] = ("auto", {})
     out[SETTLED] = ("auto", {})
     return out

@@ -83,6 +83,9 @@ def test_the_field_problems_build_on_cuda_and_give_the_cpus_jacobian(cfg: dict):
     sparse = jacbench.prepare(gpu.f, gpu.x, "sparse_jacfwd")
     assert sparse.info.pattern_source == "traced"
     assert torch.allclose(sparse(gpu.x).to_dense().cpu(), expected, rtol=1e-10)
+    if gpu.blocks is not None:  # BA's observations
+        by_blocks = jacbench.prepare(gpu.f, gpu.x, "blocks_jacrev", blocks=gpu.blocks())
+        assert torch.allclose(by_blocks(gpu.x).cpu(), expected, rtol=1e-10)
 
 
 def test_calibration_on_cuda_times_the_kernels_not_their_launch():

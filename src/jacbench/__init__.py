@@ -1,7 +1,8 @@
 """jacbench: measure how to compute a Jacobian in PyTorch (speed, memory, accuracy).
 
 ``jacbench.prepare(f, x0, strategy="auto")`` prepares a reusable Jacobian; ``jacbench.jacobian``
-computes one once; ``jacbench.FlatParams`` views a module's parameters as one flat vector.
+computes one once; ``jacbench.FlatParams`` views a module's parameters as one flat vector;
+``jacbench.Blocks`` declares a Jacobian made of local blocks (``jacbench.core.local_blocks``).
 The plugin API (docs/extending.md): ``strategy``, ``Kind``, ``Mode``, ``StrategySkip``,
 ``Declared``, ``PrepInfo``, ``Problem``, and ``jacbench.testing`` (the contract's checks); the
 modules behind them may move. Imported on first use (PEP 562): reading results pays no torch.
@@ -16,6 +17,7 @@ if TYPE_CHECKING:
     from jacbench.api import jacobian, prepare
     from jacbench.core.enums import Kind, Mode
     from jacbench.core.errors import StrategySkip
+    from jacbench.core.local_blocks import Blocks
     from jacbench.core.params import FlatParams
     from jacbench.core.prepared import (
         Declared,
@@ -30,6 +32,7 @@ if TYPE_CHECKING:
 from jacbench.core.version import VERSION as __version__  # noqa: E402
 
 _HOMES = {
+    "Blocks": "jacbench.core.local_blocks",
     "Declared": "jacbench.core.prepared",
     "FlatParams": "jacbench.core.params",
     "Kind": "jacbench.core.enums",
@@ -45,6 +48,7 @@ _HOMES = {
     "prepare": "jacbench.api",
 }
 __all__ = [
+    "Blocks",
     "Declared",
     "FlatParams",
     "Kind",

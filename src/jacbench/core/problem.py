@@ -22,6 +22,7 @@ from jacbench.core.model_checks import check_batched, first_output
 from jacbench.core.params import FlatParams
 
 if TYPE_CHECKING:
+    from jacbench.core.local_blocks import Blocks
     from jacbench.core.sparsity import Pattern
 
 WRT_CHOICES = ("input", "params")
@@ -61,6 +62,9 @@ class Problem:
     # where it has one (``jacobian_sparsity()``, w.r.t. the input only), or a Pattern already
     # made (auto's traced one): what ``sparsity.from_pairs`` reads.
     sparsity: Callable[[], torch.Tensor | Pattern] | None = field(default=None, repr=False)
+    # The model's local blocks (``jacobian_blocks()``, w.r.t. the input only), where it
+    # declares them: what ``blocks_jacrev`` and ``blocks_jacfwd`` read.
+    blocks: Callable[[], Blocks] | None = field(default=None, repr=False)
 
     @property
     def dtype(self) -> torch.dtype:
@@ -182,6 +186,7 @@ def make_problem(
     sample_shape = tuple(inp.shape[1:]) if batch > 1 else tuple(inp.shape)
     analytic_fn = getattr(module, "analytic_jacobian", None) if has_analytic else None
     sparsity = getattr(module, "jacobian_sparsity", None) if wrt == "input" else None
+    blocks = getattr(module, "jacobian_blocks", None) if wrt == "input" else None
     native = bool(getattr(module, "accepts_batch", False))
 
     if wrt == "input":
@@ -244,6 +249,7 @@ def make_problem(
         input=inp.detach(),
         batch=batch,
         sparsity=sparsity,
+        blocks=blocks,
     )
 
 

@@ -23,6 +23,7 @@ from jacbench.core import colouring
 # Tangents and outputs of at most this many numbers per vmapped detection chunk.
 CHUNK_ELEMENTS = 1 << 20
 PERTURBATION = 0.1  # relative size of the extra detection points' offsets
+BLOCKS = "declared blocks"  # the source of a pattern made of local blocks
 
 
 @dataclass(frozen=True)
@@ -251,8 +252,12 @@ def verify(
             f"Jacobian's products with random directions are {where} (against f's own "
             f"derivatives along them; checked at "
             f"the prepared point{f' and {n_random} random points' if n_random else ''}); "
-            "declare a pattern that covers every entry at every point, or leave "
-            "pattern=auto (traced)"
+            + (
+                "declare blocks whose function gives each block's outputs of f"
+                if source == BLOCKS
+                else "declare a pattern that covers every entry at every point, or leave "
+                "pattern=auto (traced)"
+            )
         )
 
 

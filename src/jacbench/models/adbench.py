@@ -17,6 +17,8 @@ from pathlib import Path
 import torch
 from torch import nn
 
+from jacbench.core.local_blocks import Blocks
+
 CAMERA = 11  # rotation 0:3, centre 3:6, focal 6, principal point 7:9, distortion 9:11
 
 
@@ -144,16 +146,36 @@ class BundleAdjustment(nn.Module):
         reprojection = weights.unsqueeze(-1) * (seen - self.feature.to(x.dtype))
         return torch.cat([reprojection.reshape(-1), 1 - weights * weights])
 
+    def observation_columns(self) -> torch.Tensor:
+        """(P, 15): observation i's unknowns, ascending: camera i % N, point i % M, weight i."""
+        n_cams = CAMERA * self.n
+        cam_cols = (self.obs_cam.cpu() * CAMERA).unsqueeze(1) + torch.arange(CAMERA)
+        point_cols = n_cams + (self.obs_point.cpu() * 3).unsqueeze(1) + torch.arange(3)
+        weight_cols = (n_cams + 3 * self.m + torch.arange(self.p)).unsqueeze(1)
+        return torch.cat([cam_cols, point_cols, weight_cols], dim=1)
+
+    def observation(self, unknowns: torch.Tensor) -> torch.Tensor:
+        """One observation's 3 residuals (its 2 weighted reprojection errors, 1 - w^2) from
+        its 15 unknowns: ``forward``'s arithmetic for one observation."""
+        cam, point, weight = unknowns[:CAMERA], unknowns[CAMERA:-1], unknowns[-1]
+        seen = project(cam.unsqueeze(0), point.unsqueeze(0))[0]
+        error = weight * (seen - self.feature.to(unknowns.dtype))
+        return torch.cat([error, (1 - weight * weight).unsqueeze(0)])
+
+    def jacobian_blocks(self) -> Blocks:
+        """Observation i is a block: rows 2i, 2i+1 and 2P + i, of its 15 unknowns."""
+        obs = torch.arange(self.p)
+        rows = torch.stack([2 * obs, 2 * obs + 1, 2 * self.p + obs], dim=1)
+        return Blocks(self.observation_columns(), rows, self.observation)
+
     def jacobian_sparsity(self) -> torch.Tensor:
         """Rows 2i, 2i+1: camera i % N (11), point i % M (3), weight i; row 2P + i: weight i.
         Built in row-major order, each row's columns ascending, so that the tensor is
         coalesced as made (coalescing ba1's 1.4e6 entries took 0.34 CPU-s of a first call)."""
-        p, n_cams = self.p, CAMERA * self.n
+        p = self.p
         obs = torch.arange(p)
-        cam_cols = (self.obs_cam * CAMERA).unsqueeze(1) + torch.arange(CAMERA)
-        point_cols = n_cams + (self.obs_point * 3).unsqueeze(1) + torch.arange(3)
-        weight_cols = (n_cams + 3 * self.m + obs).unsqueeze(1)
-        cols = torch.cat([cam_cols, point_cols, weight_cols], dim=1)  # (P, 15), ascending
+        cols = self.observation_columns()  # (P, 15), ascending
+        weight_cols = cols[:, -1:]
         width = cols.shape[1]
         pairs = torch.stack([cols, cols], dim=1).reshape(-1)  # rows 2i, 2i+1: the same 15
         pair_rows = torch.arange(2 * p).repeat_interleave(width)

@@ -2,7 +2,8 @@
 
 The rule: forward mode (jacfwd_folded) where M >= N, reverse mode (jacrev) otherwise; with a
 declared sparsity pattern, sparse_jacfwd / sparse_jacrev; a pattern is traced only where the
-Jacobian is too large to hold dense (``with_traced_pattern``). By default auto is tiered
+Jacobian is too large to hold dense (``with_traced_pattern``), whose compiled form is by
+declared local blocks where f has them (``blocks_side``). By default auto is tiered
 (``ladder``): plain reverse-mode autograd at once (nothing built, nothing of the compiler
 imported) until the caller's ``prep.settled()`` builds the last tier (``jacbench.core.tiers``).
 With ``upfront`` (or ``compile`` off) the candidates are prepared and timed briefly and the
@@ -98,6 +99,8 @@ CANDIDATES: dict[str, str] = {
     "autograd_loop": "autograd",
     "sparse_jacfwd": "sparse",
     "sparse_jacrev": "sparse",
+    "blocks_jacrev": "local_blocks",
+    "blocks_jacfwd": "local_blocks",
 }
 
 
@@ -132,6 +135,15 @@ def sparse_side(problem: Problem) -> str:
     be smaller. On bundle adjustment the rows need over 1300 colours and the columns 15."""
     by_columns, by_rows = fewest_passes(problem)
     return SPARSE[0] if by_columns <= by_rows else SPARSE[1]
+
+
+def blocks_side(problem: Problem) -> str | None:
+    """blocks_jacrev or blocks_jacfwd where f declares local blocks (one point): the mode
+    with fewer passes, a block's outputs or its unknowns (BA: 3 against 15)."""
+    if problem.blocks is None or problem.batch > 1:
+        return None
+    blocks = problem.blocks()
+    return "blocks_jacrev" if blocks.rows.shape[1] <= blocks.cols.shape[1] else "blocks_jacfwd"
 
 
 def rule(problem: Problem, compile: bool) -> tuple[str, dict]:
@@ -176,7 +188,8 @@ def candidates(problem: Problem, compile: bool) -> list[tuple[str, dict]]:
         if problem.sparsity is None:  # auto() traces one first (with_traced_pattern)
             raise StrategySkip(f"auto: {_too_large(problem)} and has no sparsity pattern")
         side, csr = sparse_side(problem), {"output": "csr"}
-        return [(side, csr), *([(side, {**csr, "compile": True})] if compile else [])]
+        fast = blocks_side(problem) or side  # declared local blocks: their passes, compiled
+        return [(side, csr), *([(fast, {**csr, "compile": True})] if compile else [])]
     sparse = SPARSE if problem.sparsity is not None else ()
     out: list[tuple[str, dict]] = [*EAGER, *((name, {}) for name in sparse)]
     if compile:

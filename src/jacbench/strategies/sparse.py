@@ -37,7 +37,7 @@ CHUNK_ELEMENTS = 1 << 20  # perturbed numbers evaluated at once by sparse_fd
 MAX_DETECT_POINTS = 100  # each costs N forward-mode passes; a bound, not a useful value
 
 
-def _choice(name: str, value: str, valid: tuple[str, ...]) -> None:
+def choice(name: str, value: str, valid: tuple[str, ...]) -> None:
     if value not in valid:
         raise ValueError(f"{name} must be one of {', '.join(valid)}, got {value!r}")
 
@@ -56,8 +56,8 @@ class PatternOptions:
 
     def __post_init__(self) -> None:
         if isinstance(self.pattern, str):
-            _choice("pattern", self.pattern, PATTERN_SOURCES)
-        _choice("output", self.output, OUTPUTS)
+            choice("pattern", self.pattern, PATTERN_SOURCES)
+        choice("output", self.output, OUTPUTS)
         points = self.detect_points
         if not (isinstance(points, int) and not isinstance(points, bool)):
             points = -1
@@ -82,7 +82,7 @@ class SparseOptions(PatternOptions):
 
     def __post_init__(self) -> None:
         super().__post_init__()
-        _choice("passes", self.passes, PASSES)
+        choice("passes", self.passes, PASSES)
         if self.compile and self.passes != "functorch":
             raise ValueError("compile=true compiles the functorch passes: set passes=functorch")
 
@@ -197,7 +197,7 @@ def _setup(
     return device_pattern, colors.to(problem.device), seed, assemble, info
 
 
-def _checked(
+def checked(
     problem: Problem,
     jac: Callable,
     pattern: Pattern,
@@ -311,7 +311,7 @@ def _coloured(problem: Problem, opts: SparseOptions, by_rows: bool) -> Declared:
     def jac(x: torch.Tensor) -> torch.Tensor:
         return assemble(passes(x).flatten(-2).index_select(-1, index))
 
-    return _checked(problem, jac, pattern, info, assemble)
+    return checked(problem, jac, pattern, info, assemble)
 
 
 @strategy(Kind.EXACT, Mode.FORWARD, options=SparseOptions, batch=True)
@@ -349,4 +349,4 @@ def sparse_fd(problem: Problem, opts: SparseFdOptions):
         values = compressed[:, entry_colors, pattern.rows] / h[:, pattern.cols]
         return assemble(values if B > 1 else values[0])
 
-    return _checked(problem, jac, pattern, info, assemble, approximate=True)
+    return checked(problem, jac, pattern, info, assemble, approximate=True)
