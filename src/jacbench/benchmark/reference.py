@@ -1,12 +1,10 @@
 """The reference Jacobian a strategy is judged against, and how far it can be trusted.
 
-Every exact float64 method that applies is computed (reverse, forward, the model's formula);
-a strategy is judged against one not of its own mode, and the disagreement between the
-reference and the next method is the reference's uncertainty: over a job's tolerance, the
-verdict is undecided, never a pass. Beside it, f is called twice at one point (a forward that
-is not deterministic cannot be judged) and float64 central differences along random
-directions are held against the reference, catching a graph cut every AD method shares
-(``.item()``, ``detach``, numpy). All in float64, on CPU, never timed.
+Every exact float64 method that applies (reverse, forward, the model's formula) is computed; a
+strategy is judged against one not of its own mode, and the disagreement with the next method
+is the reference's uncertainty: over a job's tolerance, the verdict is undecided. f must give
+one value at one point, and float64 central differences must match the reference (catching a
+graph cut every AD method shares). All in float64, on CPU, never timed.
 """
 
 from __future__ import annotations
@@ -45,6 +43,15 @@ def _chunk(n_in: int, n_out: int) -> int:
     return max(1, CHUNK_NUMBERS // max(1, n_in + n_out))
 
 
+def _unit_rows(
+    indices: torch.Tensor, n: int, dtype: torch.dtype, device: torch.device
+) -> torch.Tensor:
+    """The rows ``indices`` of the n x n identity."""
+    rows = torch.zeros(len(indices), n, dtype=dtype, device=device)
+    rows[torch.arange(len(indices)), indices] = 1
+    return rows
+
+
 def reverse_jacobian(f: Fn, x: torch.Tensor, n_out: int) -> torch.Tensor:
     """M vector-Jacobian products, in chunks; a row loop where vmap has no rule."""
     try:
@@ -54,9 +61,7 @@ def reverse_jacobian(f: Fn, x: torch.Tensor, n_out: int) -> torch.Tensor:
 
 
 def _row_loop(f: Fn, x: torch.Tensor, n_out: int) -> torch.Tensor:
-    """One vector-Jacobian product per output, each written into one preallocated matrix:
-    memory stays the Jacobian's size (``autograd.functional.jacobian`` keeps every row and
-    then a stacked copy)."""
+    """One vector-Jacobian product per output, written into one preallocated matrix."""
     with torch.enable_grad():
         point = x.detach().requires_grad_(True)
         y = f(point).reshape(-1)
@@ -69,17 +74,14 @@ def _row_loop(f: Fn, x: torch.Tensor, n_out: int) -> torch.Tensor:
 
 
 def forward_jacobian(f: Fn, x: torch.Tensor, n_out: int) -> torch.Tensor:
-    """N Jacobian-vector products, in chunks of basis vectors written into one preallocated
-    matrix; a loop where vmap has no rule."""
+    """N Jacobian-vector products, in chunks; a loop where vmap has no rule."""
     n = x.numel()
 
     def jvp(v: torch.Tensor) -> torch.Tensor:
         return torch.func.jvp(f, (x,), (v,))[1].reshape(-1)
 
-    def basis(start: int, stop: int) -> torch.Tensor:  # rows start..stop of the identity
-        rows = torch.zeros(stop - start, n, dtype=x.dtype, device=x.device)
-        rows[torch.arange(stop - start), torch.arange(start, stop)] = 1
-        return rows
+    def basis(start: int, stop: int) -> torch.Tensor:
+        return _unit_rows(torch.arange(start, stop), n, x.dtype, x.device)
 
     step = _chunk(n, n_out)
     out = torch.empty(n_out, n, dtype=x.dtype, device=x.device)
@@ -119,11 +121,9 @@ def deterministic(f: Fn, x: torch.Tensor) -> str:
 def fd_probe(
     f: Fn, x: torch.Tensor, jv: Callable[[torch.Tensor], torch.Tensor], method: str, seed: int = 0
 ) -> str:
-    """ "" when the reference's directional derivatives ``jv(v) = J v`` match float64 central
-    differences of ``f`` along ``PROBE_DIRECTIONS`` random unit directions, within the
-    differences' own error bound (Richardson: the gap between steps h and 2h, plus rounding);
-    else the mismatch, which means AD does not see all of ``f``. A direction whose differences
-    leave the function's domain (non-finite) proves nothing and is skipped."""
+    """ "" when ``jv(v) = J v`` matches float64 central differences of ``f`` along random unit
+    directions within their own error bound (the gap between steps h and 2h, plus rounding);
+    else the mismatch. A direction that leaves the function's domain is skipped."""
     gen = torch.Generator().manual_seed(seed)
     eps = torch.finfo(torch.float64).eps
     h = eps ** (1 / 3) * max(1.0, float(x.abs().max()))
@@ -207,9 +207,8 @@ def _methods(problem: Problem) -> dict[str, Fn]:
 
 
 class References:
-    """The exact float64 methods of one problem, each computed once and only when needed: a
-    float64 copy of the model, evaluated with all floating constants in float64, at the same
-    rounded point."""
+    """The exact float64 methods of one problem (a float64 copy of the model at the same
+    rounded point), each computed once and only when needed."""
 
     def __init__(self, problem: Problem) -> None:
         with Float64Mode():  # building the copy evaluates it once
@@ -240,8 +239,7 @@ class References:
         return {FORWARD: self.exact.n_in, REVERSE: self.exact.n_out}.get(method, 1)
 
     def affordable(self, method: str) -> bool:
-        """Not far costlier than the cheapest exact mode (forward mode of a 1e5-parameter
-        model with a few outputs would take 1e5 passes)."""
+        """Not far costlier than the cheapest exact mode."""
         cheapest = min(self.exact.n_in, self.exact.n_out)
         return self.passes(method) <= max(PASS_LIMIT, PASS_RATIO * cheapest)
 
@@ -249,9 +247,8 @@ class References:
         return next((m for m in methods if self.get(m) is not None), None)
 
     def for_mode(self, mode: Mode | None) -> Reference:
-        """The reference for a strategy of ``mode``: the first affordable method of its
-        preference that runs (its own mode comes last), checked against the cheapest other
-        one that runs."""
+        """The first affordable method of ``mode``'s preference that runs, checked against
+        the cheapest other one that runs."""
         order = PREFERENCE.get(mode, DEFAULT_PREFERENCE) if mode else DEFAULT_PREFERENCE
         usable = [m for m in order if m in self.methods and self.affordable(m)]
         best = self._first(usable)
@@ -273,8 +270,7 @@ class References:
         return deterministic(in_float64(self.exact.f), self.exact.points[0])
 
     def doubt(self, method: str) -> str:
-        """The finite-difference probe of the reference computed by ``method`` (at the first
-        point), run once per method."""
+        """The finite-difference probe of ``method``'s reference at the first point, once."""
         if method not in self.doubts:
             f, x = in_float64(self.exact.f), self.exact.points[0]
             first = self.jacobians[method].reshape(-1, self.exact.n_out, self.exact.n_in)[0]
@@ -297,8 +293,7 @@ def same_values(a: Problem, b: Problem) -> bool:
 
 
 class LastProblem:
-    """The references of the last problem this process judged, for the next job of the same
-    problem (a sweep over strategies measures one problem after another). Reused only for the
+    """The references of the last problem this process judged, reused by the next job of the
     same key (model config, dtype, device, seed) and equal values (``same_values``)."""
 
     def __init__(self) -> None:
@@ -322,11 +317,9 @@ SAMPLED_METHOD = "sampled_float64"
 
 @dataclass(frozen=True)
 class Sample:
-    """A reference that scales: ``SAMPLE`` random columns of the Jacobian by forward mode and
-    as many random rows by reverse mode, in float64, at the first point. The two modes agree
-    on the entries both computed (their disagreement is the uncertainty), and a strategy's
-    answer is judged on every sampled entry. For Jacobians whose dense float64 reference does
-    not fit (bundle adjustment: 95529 x 55710, 42 GB)."""
+    """A reference for Jacobians too large to hold dense: ``SAMPLE`` random columns by forward
+    mode and as many random rows by reverse mode, in float64, at the first point. The modes'
+    disagreement on the entries both computed is the uncertainty."""
 
     cols: torch.Tensor  # (k,) column indices
     rows: torch.Tensor  # (k,) row indices
@@ -350,8 +343,8 @@ class Sample:
 
 
 def sampled_entries(answer: Any, sample: Sample, shape: tuple[int, int]) -> torch.Tensor:
-    """The entries of a strategy's answer (dense, torch CSR or scipy CSR; the first point's
-    Jacobian) at the sampled columns and rows, as float64, without densifying a sparse one."""
+    """The first point's entries of an answer (dense, torch CSR or scipy CSR) at the sampled
+    columns and rows, as float64, without densifying a sparse one."""
     import scipy.sparse  # only for sampled references of sparse answers
 
     cols, rows = sample.cols.numpy(), sample.rows.numpy()
@@ -375,10 +368,8 @@ def sampled_reference(problem: Problem, k: int = SAMPLE, seed: int = 0) -> Sampl
     gen = torch.Generator().manual_seed(seed)
     cols = torch.randperm(n, generator=gen)[: min(k, n)].sort().values
     rows = torch.randperm(m, generator=gen)[: min(k, m)].sort().values
-    basis_in = torch.zeros(len(cols), n, dtype=torch.float64, device=x.device)
-    basis_in[torch.arange(len(cols)), cols] = 1
-    basis_out = torch.zeros(len(rows), m, dtype=torch.float64, device=x.device)
-    basis_out[torch.arange(len(rows)), rows] = 1
+    basis_in = _unit_rows(cols, n, torch.float64, x.device)
+    basis_out = _unit_rows(rows, m, torch.float64, x.device)
 
     def jvp(v: torch.Tensor) -> torch.Tensor:
         return torch.func.jvp(f, (x,), (v.reshape(x.shape),))[1].reshape(-1)

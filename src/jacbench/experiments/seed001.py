@@ -56,12 +56,9 @@ def answer(rows: pd.DataFrame) -> str:
         "textbook: sqrt(machine eps) for forward, cbrt(machine eps) for central differences, "
         "which assume |f| ~ 1; scaled: (machine eps * |f|)^(1/2 or 1/3) for this loss |f|.",
     ]
-    seed = rows[
-        (rows["dtype"] == "float32") & (rows["strategy"] == "fd_forward") & (rows["eps"] == 1e-3)
-    ]
-    double = rows[
-        (rows["dtype"] == "float64") & (rows["strategy"] == "fd_forward") & (rows["eps"] == 1e-3)
-    ]
+    forward = rows[rows["strategy"] == "fd_forward"]
+    seed = forward[(forward["dtype"] == "float32") & (forward["eps"] == 1e-3)]
+    double = forward[(forward["dtype"] == "float64") & (forward["eps"] == 1e-3)]
     if not seed.empty:
         row = seed.iloc[0]
         loss, n = float(row["out_norm"]), int(row["n_in"])
@@ -84,7 +81,7 @@ def answer(rows: pd.DataFrame) -> str:
                 else ""
             ),
         ]
-    forward32 = rows[(rows["dtype"] == "float32") & (rows["strategy"] == "fd_forward")]
+    forward32 = forward[forward["dtype"] == "float32"]
     best32 = ""
     if not forward32.empty:
         best = forward32.loc[forward32["rel_err"].idxmin()]

@@ -1,12 +1,10 @@
 """What made a row besides its config: jacbench's version, the measuring code, torch, the
-device and the machine (``Provenance``). A job records it in its row; a rerun reuses a row only
-while all of it is unchanged (``stale_reason`` says what changed; ``jacbench.run.resume``).
+device and the machine (``Provenance``). A rerun reuses a row only while all of it is
+unchanged (``stale_reason`` says what changed; ``jacbench.run.resume``).
 
-The measuring code is known by a digest of its source files (``code_digest``): jacbench's
-core, strategies, benchmark (the reference and the judging), timing and models packages and its
-runner, plus the strategy's own module and the model's where they live outside jacbench (a
-plugin, a user's model). A file's digest is kept while its size and modification time stay
-the same, so a sweep asks for it per job at the cost of a few ``stat`` calls.
+The measuring code is known by a digest of its source files: jacbench's ``MEASURING`` code,
+plus the strategy's and the model's modules where they live outside jacbench (a plugin, a
+user's model).
 """
 
 from __future__ import annotations
@@ -36,10 +34,6 @@ MEASURING = (
 )
 
 
-def hostname() -> str:
-    return socket.gethostname()
-
-
 def machine_columns() -> dict[str, str]:
     """What a row records of where it ran even when its job never got to run."""
     import torch
@@ -47,7 +41,7 @@ def machine_columns() -> dict[str, str]:
     return {
         "torch_version": torch.__version__,
         "jacbench_version": VERSION,
-        "hostname": hostname(),
+        "hostname": socket.gethostname(),
         "cpu_model": cpu_model(),
     }
 
@@ -94,10 +88,6 @@ def measuring_files(strategy_module: str, model_target: str = "") -> list[Path]:
     return files
 
 
-def code_digest(strategy_module: str, model_target: str = "") -> str:
-    return digest_of(measuring_files(strategy_module, model_target))
-
-
 @dataclass(frozen=True)
 class Provenance:
     """What made a row besides its config (``Result`` columns of the same names)."""
@@ -127,17 +117,9 @@ PARTS = {
 def provenance(strategy_module: str, model: Mapping[str, Any], device_name: str) -> Provenance:
     """This process's provenance for a job of the strategy defined in ``strategy_module``
     on ``model`` (its config) and the device named ``device_name``."""
-    import torch
-
     target = str(model.get("_target_") or "")
-    return Provenance(
-        jacbench_version=VERSION,
-        code_digest=code_digest(strategy_module, target),
-        torch_version=torch.__version__,
-        device_name=device_name,
-        hostname=hostname(),
-        cpu_model=cpu_model(),
-    )
+    digest = digest_of(measuring_files(strategy_module, target))
+    return Provenance(code_digest=digest, device_name=device_name, **machine_columns())
 
 
 def stale_reason(row: Mapping[str, Any], here: Provenance) -> str:

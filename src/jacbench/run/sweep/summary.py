@@ -88,7 +88,9 @@ def summarise(state: SweepState, console: Any) -> ParentOutcome:
     reused = reused_note(rows).strip() if len(rows) else ""
     if reused and not state.analysis:  # a preset's answer says it
         console.print(reused)
-    if counts["ok"]:
+    if counts["ok"]:  # one line per problem, as ``python -m jacbench.report`` prints it
+        from jacbench.report.console import print_recommendations  # pandas
+
         print_recommendations(rows, console)
     artifacts = [Path(state.sweep_dir) / "multirun.yaml"]
     artifacts += [summary_path] if not not_written else []
@@ -200,14 +202,6 @@ def untracked_jobs(records: Iterable[dict[str, Any]]) -> str:
         file=sys.stderr,
     )
     return f"{len(untracked)} job(s) without an MLflow run"
-
-
-def print_recommendations(rows: Any, console: Any) -> None:
-    """Every sweep ends with its recommendation, one line per problem (as
-    ``python -m jacbench.report`` prints it)."""
-    from jacbench.report.console import print_recommendations as recommendations  # pandas
-
-    recommendations(rows, console)
 
 
 def shown_text(rows: Any) -> Any:
