@@ -64,10 +64,9 @@ def cores_per_job(n_jobs: int, cores: int | None) -> int:
 def run_in_sweep(
     cfg: DictConfig, sweep: SweepState, launch_dir: Path, console: Console, progress: JobProgress
 ) -> None:
-    """Run this job of the sweep, claimed first and held until it is recorded and counted,
-    so that a sweep running beside this one (same results folder) never measures it twice:
-    rows it recorded meanwhile are reused (``jacbench.run.resume``). A side-by-side job
-    (``round=side_by_side``) re-times its pair and records a row for each."""
+    """Run this job of the sweep under its claim, held until it is recorded and counted, so
+    that a sweep beside this one never measures it twice (its rows are reused instead). A
+    side-by-side job re-times its pair and records a row for each."""
     progress.between()  # nothing of this job is on disk yet, whatever the last job left
     beside_sweep = launcher_kind(HydraConfig.get().launcher).beside_sweep
     exit_with(sweep.sweep_pid, beside_sweep)  # never outlive a killed sweep
@@ -88,8 +87,7 @@ def run_in_sweep(
         )
 
     with claimed(folder, key, waiting, sweep.sweep_id) as waited:
-        # asked again under the claim: a sweep beside this one may have recorded it since the
-        # sweeper asked (force=true measures again, unless that sweep just did)
+        # asked again under the claim (force=true measures again, unless another sweep did)
         found = reusable(cfg, launch_dir, force=bool(cfg.force) and not waited, pair=pair)
         if found is not None:
             how = "done by another sweep" if waited else "already done"
@@ -189,9 +187,8 @@ def run(cfg: DictConfig, progress: JobProgress, collector: Collector) -> None:
 
 @dataclass
 class Task:
-    """Hydra's task function for one command: a job, in a single run or as a job of a sweep.
-    It carries the command's state to its jobs (what happened to the row in progress, the
-    garbage collector), and from jacbench's sweeper back the sweep's exit code."""
+    """Hydra's task function for one command: carries the command's state (the row in
+    progress, the garbage collector) to its jobs, and the sweep's exit code back."""
 
     progress: JobProgress
     collector: Collector
@@ -209,8 +206,8 @@ class Task:
 
 
 def main(collector: Collector | None = None) -> None:
-    """Run one job, or a sweep with ``-m`` (it exits 1 when any job failed). Bad input and
-    Ctrl-C end in one line, never a traceback, which says what was kept."""
+    """Run one job, or a sweep with ``-m`` (exit 1 when any job failed). Bad input and
+    Ctrl-C end in one line that says what was kept."""
     task = Task(JobProgress(), collector or Collector())
     with reported(task.progress.line), watched():
         from jacbench.core.registry import load_registry  # torch: the strategies' options

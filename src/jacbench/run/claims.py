@@ -1,13 +1,11 @@
 """A job is claimed before it runs, so that sweeps sharing a results folder never measure
 the same job twice.
 
-A claim is a file made with O_EXCL in ``<results>/.claims/``, named by the job's config hash,
-saying who holds it (pid, host, boot id) and touched every ``HEARTBEAT_S``. It is stale, and
-taken over, when its process is gone (same host and boot), when it stopped beating for
-``STALE_S`` (another node), or when it is empty and that old. Our own, not filelock: a claim
-says who holds it and is taken over across nodes. Claims are read as data: opened without
-blocking or following links, at most ``MAX_CLAIM_BYTES``; anything but a regular file at a
-claim's name is set aside, said in one line.
+A claim is a file made with O_EXCL in ``<results>/.claims/``, named by the job's key, saying
+who holds it (pid, host, boot id) and touched every ``HEARTBEAT_S``. It is stale, and taken
+over, when its process is gone (same host and boot) or it stopped beating for ``STALE_S``.
+Claims are read without blocking or following links, at most ``MAX_CLAIM_BYTES``; anything
+but a regular file at a claim's name is set aside.
 """
 
 from __future__ import annotations
@@ -125,8 +123,8 @@ def sweep_holds_any(folder: Path, sweep: str) -> bool:
 
 
 def _take_over(path: Path, owner: dict[str, Any], token: str) -> None:
-    """Move a stale claim aside (only one taker can), putting it back if it was not the
-    stale one (another taker's fresh claim)."""
+    """Move a stale claim aside (only one taker can), putting it back if it was another
+    taker's fresh claim."""
     aside = path.with_name(f"{path.name}.{token}.stale")
     try:
         os.rename(path, aside)
@@ -206,8 +204,7 @@ def release_sweep(folder: Path, sweep: str) -> int:
 
 @contextlib.contextmanager
 def _beating(path: Path) -> Iterator[None]:
-    """Touch ``path`` every HEARTBEAT_S while the body runs (a daemon thread: it never keeps
-    a process alive, and stops beating when the process stops)."""
+    """Touch ``path`` every HEARTBEAT_S while the body runs."""
 
     def beat() -> None:
         with contextlib.suppress(OSError):

@@ -1,10 +1,9 @@
 """The garbage collector of the ``jacbench`` command, through the public ``gc`` API.
 
 Start-up's imports make millions of long-lived objects that each full collection walks
-again. The command starts with the collector off, turns it on (start-up's objects frozen, as
-the ``gc`` docs advise) before Hydra composes the job, so a job measures as a user's process
-runs; a single run turns it off to record, and the command freezes what it made at its end,
-leaving teardown to the operating system. What it buys: CONTRIBUTING.md ("Machinery").
+again: the collector is off during start-up, then on (start-up's objects frozen) before
+Hydra composes the job; a single run turns it off to record, and the command freezes what
+it made at its end. CONTRIBUTING.md ("Machinery").
 """
 
 from __future__ import annotations

@@ -26,7 +26,6 @@ def check_results_dir(value: object) -> None:
             f"results_dir={value or ''!s} is empty; give a folder for the parquet files "
             "(default: results; relative paths are under the launch folder)"
         )
-    # Found now, not after every job has been measured; nothing is created here.
     folder = Path(str(value)).absolute()  # relative to the launch folder (the working dir)
     existing = next(p for p in (folder, *folder.parents) if p.exists())
     problem = (
@@ -161,9 +160,8 @@ def refusing() -> Iterator[None]:
 
 
 def check_group_overrides(overrides: list[str], conf: Path) -> None:
-    """``dtype=null`` or ``strategy=[jacrev,jacfwd]`` on a config group: Hydra's own errors
-    ("Config group override must be a string", "Merge error: jacfwd_options is not a
-    subclass...") name neither the input nor what to do."""
+    """``dtype=null`` or ``strategy=[jacrev,jacfwd]`` on a config group, refused in words
+    (Hydra's own errors name neither the input nor what to do)."""
     for override in overrides:
         key, sep, value = override.partition("=")
         group = key.lstrip("+~")
@@ -189,13 +187,10 @@ def sweeps(argv: list[str]) -> bool:
 
 
 def shared_options(argv: list[str]) -> list[str]:
-    """In a sweep, each ``strategy.KEY=VALUE`` as ``++strategy.KEY=VALUE``. Hydra composes a
-    sweep's base config with the default strategy, whose schema refused an option of the
-    swept ones ('unknown key strategy.output; valid keys of strategy: chunk_size' for a sweep
-    of both sparse strategies with ``strategy.output=csr``). Forced, each job's strategy
-    gets the option: a swept strategy that lacks it is one ``failed`` row that names its
-    options, and a key no swept strategy has is refused before any job
-    (``check_strategy_options``). A single run is left to the schema."""
+    """In a sweep, each ``strategy.KEY=VALUE`` as ``++strategy.KEY=VALUE``: Hydra composes a
+    sweep's base config with the default strategy, whose schema would refuse an option of
+    the swept ones. A swept strategy that lacks it is one ``failed`` row, and a key no swept
+    strategy has is refused before any job (``check_strategy_options``)."""
     if not sweeps(argv):
         return argv
     return [f"++{a}" if a.startswith("strategy.") and "=" in a else a for a in argv]

@@ -1,6 +1,5 @@
-"""The Job: one job made once from its composed config and read by every stage: its identity,
-its configuration validated into typed values (torch devices and dtypes, the strategy's spec
-and options, the tolerance it is judged at) and the columns that say what made its row; every
+"""The Job: made once from the composed config and read by every stage: its identity, its
+config validated into typed values and the columns that say what made its row; every
 problem of the config becomes one ConfigError."""
 
 from __future__ import annotations
@@ -72,8 +71,7 @@ def _bounded(key: str, value: Any, low: int, high: int) -> int:
 
 @dataclass(frozen=True)
 class Job:
-    """One job, validated: what its stages need, and the columns known before it runs
-    (``columns``: its identity, options and provenance), nothing about where it records."""
+    """One job, validated: what its stages need, and the columns known before it runs."""
 
     identity: Identity
     model: dict[str, Any]
@@ -106,9 +104,8 @@ def _container(node: Any) -> dict[str, Any]:
 def make_job(
     cfg: DictConfig, registry: Registry, identity: Identity, thread_cap: int | None = None
 ) -> Job:
-    """Validate the composed config (``identity``: its ``identify``); every problem becomes
-    one ConfigError that says what is valid. ``thread_cap`` bounds the torch threads where
-    jobs share the machine's cores."""
+    """Validate the composed config (``identity``: its ``identify``) into a Job;
+    ``thread_cap`` bounds the torch threads where jobs share the machine's cores."""
     missing = sorted(OmegaConf.missing_keys(cfg))
     if missing:
         raise ConfigError(

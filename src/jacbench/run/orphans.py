@@ -1,13 +1,9 @@
 """A job in a worker process of the sweep (joblib's loky workers, submitit's local jobs)
 ends when the sweep's process is gone.
 
-Loky keeps its workers alive for reuse and does not watch its parent: after ``kill -9`` of
-the sweep they went on measuring and then idled for minutes holding their memory (and
-kept loky's and multiprocessing's resource trackers alive, which exit once no worker
-holds their pipe). Every job of a local launcher starts a thread that ends its process as
-soon as the sweep's process is gone, and a job that starts after the sweep died ends at once.
-A loky worker killed with its sweep before it got a first job is not watched (jacbench no
-longer replaces joblib's backend to start the watch earlier): it ends at loky's idle timeout.
+Loky keeps its workers alive for reuse and does not watch its parent, so every job of a local
+launcher starts a thread that ends its process as soon as the sweep's process is gone (at
+once if it already is). A worker that never got a job ends at loky's idle timeout.
 """
 
 from __future__ import annotations
@@ -49,8 +45,7 @@ def pid_alive(pid: int) -> bool | None:
 
 
 def _exit_when_orphaned(sweep_pid: int, poll_s: float) -> None:
-    # A child of the sweep is re-parented the moment the sweep dies (even before anyone
-    # reaps it); a job started by an intermediate process asks whether the sweep is alive.
+    # a child of the sweep is re-parented the moment the sweep dies; a grandchild asks
     if os.getppid() == sweep_pid:
         while os.getppid() == sweep_pid:
             time.sleep(poll_s)

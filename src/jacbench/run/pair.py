@@ -1,9 +1,7 @@
-"""A side-by-side job of a sweep's second round: a problem's contested pair (a preset's
-best and runner-up, or auto and the best exact strategy where auto lost, from the first
-round's rows), timed again interleaved in one job that writes one row for each (``round``
-side_by_side, one ``pair_id``). The sweeper chooses the pair (``jacbench.run.sweep.retiming``)
-and keeps it in the sweep's state; the job reads it there and runs it
-(``jacbench.run.side_by_side``). No torch here: the sweeper and claims need only this."""
+"""A side-by-side job of a sweep's second round: a problem's contested pair, timed again
+interleaved in one job. The sweeper chooses the pair (``jacbench.run.sweep.retiming``) and
+keeps it in the sweep's state; the job runs it (``jacbench.run.side_by_side``). No torch
+here: the sweeper and claims need only this."""
 
 from __future__ import annotations
 
@@ -22,11 +20,10 @@ from jacbench.run.identity import IDENTITY_KEYS, identify, plain
 
 class SecondRound(Named):
     """Which pairs a sweep times again side by side once its first round is recorded
-    (``side_by_side``). ``best_two``: a preset's recommendation, its best and runner-up of
-    each problem; ``auto_losses``: ``auto`` and the best exact strategy wherever auto's time
-    is over the map's bound on the best's, settled or not (a loss measured across two jobs
-    can be the jobs', not the code's: the map's one loss of 2026-11-26 was 1.32 across jobs
-    and 0.90 side by side); ``none``: no second round."""
+    (``side_by_side``). ``best_two``: a preset's best and runner-up of each problem;
+    ``auto_losses``: ``auto`` and the best exact strategy wherever auto's time is over the
+    map's bound on the best's (a loss across two jobs can be the jobs', not the code's);
+    ``none``: no second round."""
 
     BEST_TWO = "best_two"
     AUTO_LOSSES = "auto_losses"
@@ -38,8 +35,7 @@ _EARLIER = {"true": SecondRound.BEST_TWO, "false": SecondRound.NONE}
 
 
 def second_round(value: object) -> SecondRound:
-    """``side_by_side`` as given (a name, or the earlier true / false), or a ValueError that
-    names the valid choices."""
+    """``side_by_side`` as given (a name, or the earlier true / false), else a ValueError."""
     text = str(value).strip().lower()
     if text in _EARLIER:
         return _EARLIER[text]
@@ -66,9 +62,8 @@ _INTERPOLATION = re.compile(r"(\\*)\$\{")
 
 
 def literal(value: Any) -> Any:
-    """Resolved config values (dicts, lists, text) that ``OmegaConf.create`` takes as they
-    are: each ``${`` escaped (and the backslashes before it doubled), so nothing a user
-    wrote as text is resolved a second time."""
+    """Resolved config values that ``OmegaConf.create`` takes as they are: each ``${``
+    escaped (the backslashes before it doubled), so no text is resolved a second time."""
     if isinstance(value, str):
         return _INTERPOLATION.sub(lambda m: m.group(1) * 2 + "\\${", value)
     if isinstance(value, dict):
@@ -89,8 +84,7 @@ class Pair:
     after: str  # ISO time of the newer of their first-round rows: a re-timing is newer
 
     def contestant_configs(self) -> list[DictConfig]:
-        """Each contestant's config, its resolved values kept as they are: a ``${...}`` in
-        them is text a user gave (a name), never interpolated again."""
+        """Each contestant's config, its resolved values kept as they are (``literal``)."""
         return [OmegaConf.create(literal(config)) for config in self.configs]
 
     def hashes(self) -> list[str]:

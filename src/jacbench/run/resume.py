@@ -1,12 +1,10 @@
-"""Resuming a sweep, in one place: which recorded rows a job may reuse instead of being
-measured again (``reusable``), and counting them in the sweep (``count_as_done``). The sweep
-asks before sending a job out; the job asks again once it holds its claim
-(``jacbench.run.claims``), since a sweep beside it may have recorded it meanwhile.
+"""Resuming a sweep: which recorded rows a job may reuse instead of being measured again
+(``reusable``), and counting them in the sweep (``count_as_done``). The sweep asks before
+sending a job out; the job asks again under its claim (``jacbench.run.claims``).
 
-A row is reused only while what made it is unchanged: its config (``config_hash``, in its
-file's name), and jacbench's version, the measuring code, torch, the device and the machine
-(``jacbench.run.provenance``). Otherwise the job is measured again, unless ``reuse_stale=true``
-keeps the newest row all the same, marked stale with what changed.
+A row is reused only while its config (``config_hash``) and provenance
+(``jacbench.run.provenance``) are unchanged, unless ``reuse_stale=true`` keeps the newest
+row all the same, marked stale with what changed.
 """
 
 from __future__ import annotations
@@ -37,7 +35,7 @@ class Reuse:
 
 def current_provenance(cfg: DictConfig) -> Provenance:
     """What would make the job's row if it ran in this process now (ConfigError where its
-    strategy or device is not usable here: then it runs, and its row says why)."""
+    strategy or device is not usable here)."""
     from jacbench.core.registry import load_registry  # torch: the strategy's module
     from jacbench.run.job import resolve_device
 
@@ -84,12 +82,10 @@ def reusable(
     pair: Pair | None = None,
     elsewhere: bool = False,
 ) -> Reuse | None:
-    """The rows this job may reuse: the newest ``ok`` or ``skipped`` row of its config (a
-    ``failed`` one is worth another try), of its round (``pair``: the side-by-side rows of
-    that pair), whose provenance is this process's; with ``cfg.reuse_stale`` the newest such
-    row whatever its provenance, marked stale. None when ``force`` asks for a new
-    measurement, or ``elsewhere``: the job runs on a machine not known here (a SLURM node),
-    which then asks itself under its claim."""
+    """The newest ``ok`` or ``skipped`` row of the job's config and round (``pair``: that
+    pair's side-by-side rows) whose provenance is this process's; with ``cfg.reuse_stale``
+    the newest whatever its provenance, marked stale. None under ``force``, or
+    ``elsewhere``: the job runs on another machine (SLURM), which asks under its claim."""
     if force or elsewhere:
         return None
     folder = results_dir(cfg, launch_dir)

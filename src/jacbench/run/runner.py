@@ -43,12 +43,9 @@ _NOT_APPLICABLE = [
 
 
 def classify(exc: Exception) -> tuple[Status, str]:
-    """(status, one-line message) for an exception raised inside a job.
-
-    Expected outcomes (the strategy cannot apply to this model, dtype or device) are
-    ``skipped``; everything else is ``failed``. Torch's errors of a known cause (an operator
-    without a derivative...) say it as the library does (``core.prepared.known_cause``).
-    """
+    """(status, one-line message) for an exception raised inside a job: ``skipped`` where
+    the strategy cannot apply to this model, dtype or device, else ``failed``; torch's errors
+    of a known cause are said as the library says them (``core.prepared.known_cause``)."""
     text = str(exc).strip()
     first_line = text.splitlines()[0] if text else ""
     if isinstance(exc, StrategySkip):
@@ -85,16 +82,15 @@ def refused(identity: Identity, message: str) -> Result:
 
 
 def started() -> dict[str, Any]:
-    """The columns of a job's start, taken just before it runs: its time, and the allocator
-    held steady so that its time does not depend on the jobs before it in the process
-    (jacbench.timing.allocator)."""
+    """The columns of a job's start: its time, and the allocator held steady
+    (``jacbench.timing.allocator``)."""
     return {"started_at": datetime.now(timezone.utc), "allocator": hold_steady()}
 
 
 def execute(cfg: DictConfig, registry: Registry, thread_cap: int | None = None) -> Result:
-    """Make the job and run its stages; bad input becomes a ``failed`` Result.
+    """Make the job and run its stages; bad input becomes a ``failed`` Result
+    (``thread_cap``: see ``make_job``)."""
 
-    ``thread_cap`` bounds the torch threads when several jobs share the machine's cores."""
     identity = identify(cfg)
     try:
         job = make_job(cfg, registry, identity, thread_cap)

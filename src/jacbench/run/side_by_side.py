@@ -1,14 +1,11 @@
 """A preset's side-by-side job: its problem's contested pair timed again, interleaved.
 
-The jobs of a sweep run one after another, and a machine's load changes between them: two
-jobs of the same code measured minutes apart can differ 3x. So before a preset names a
-winner, its sweep adds one job per problem (``jacbench.run.sweep.retiming``) that prepares
-the recommendation's best and runner-up on one problem, calls and judges each once as any job
-does (``jacbench.run.runner``), then times them in interleaved blocks
+A machine's load changes between a sweep's jobs, so before a preset names a winner its sweep
+adds one job per problem (``jacbench.run.sweep.retiming``) that prepares, calls and judges
+the two as any job does, times them in interleaved blocks
 (``jacbench.timing.measure.side_by_side``) and records one row for each: ``round``
-side_by_side, one ``pair_id``, every block and the load kept. It runs where the sweep's jobs
-run (the launcher's workers or nodes), and the analysis reads these rows as the newest of
-their strategies: nothing recorded is changed.
+side_by_side, one ``pair_id``. The analysis reads these rows as the newest of their
+strategies.
 """
 
 from __future__ import annotations

@@ -1,7 +1,6 @@
-"""A job's stages in order: build the problem, its reference, the first call, the judging of
-its answer, the timing. Each reads the Job (``jacbench.run.job``) and what the stage before
-it returned, and appends its small record, whose fields are ``Result`` columns, as soon as
-it exists: a failure later keeps what was learned before it."""
+"""A job's stages in order: build, reference, first call, judging, timing. Each reads the
+Job and what the stage before returned, and appends its record (fields are ``Result``
+columns) as soon as it exists: a failure later keeps what was learned before it."""
 
 from __future__ import annotations
 
@@ -95,9 +94,7 @@ class Untimed:
 
 @dataclass(frozen=True)
 class TimedForm:
-    """What the timed calls ran: for a tiered ``auto``, the tier it settled on, ``built``
-    describing that tier's form with the tiers before it as history; else what the strategy
-    declared."""
+    """What the timed calls ran (a tiered ``auto``: the tier it settled on)."""
 
     tier: str
     built: str
@@ -113,8 +110,8 @@ class Judged:
 
 
 def build(job: Job, records: list[Any], problem: Problem | None = None) -> Problem:
-    """The job's problem (``problem``: built already, shared by a side-by-side pair), its
-    shape and output recorded, checked to fit in memory."""
+    """The job's problem (``problem``: shared by a side-by-side pair), its shape and output
+    recorded, checked to fit in memory."""
     if problem is None:
         problem = build_problem(job.model, job.dtype, job.device, job.seed)
     records.append(ProblemShape(problem.wrt, problem.n_in, problem.n_out, problem.batch))
@@ -129,9 +126,7 @@ def build(job: Job, records: list[Any], problem: Problem | None = None) -> Probl
     return problem
 
 
-# The jobs of one problem that run one after another in this process (a sweep over
-# strategies, in the basic launcher or a joblib worker) share its references.
-LAST_PROBLEM = LastProblem()
+LAST_PROBLEM = LastProblem()  # shared by the jobs of one problem run in a row here
 
 
 def problem_key(job: Job) -> str:
@@ -142,8 +137,8 @@ def problem_key(job: Job) -> str:
 
 @dataclass(frozen=True)
 class Against:
-    """What the answer is judged against: the problem's references (None where sampled) and
-    the one resolved for the job's mode (``References.for_mode``) or sampled."""
+    """The problem's references (None where sampled) and the one the answer is judged
+    against."""
 
     references: References | None
     reference: Reference | Sample
@@ -152,8 +147,8 @@ class Against:
 def reference(
     job: Job, problem: Problem, records: list[Any], references: References | None = None
 ) -> Against:
-    """The reference (``references``: shared by the jobs of one problem); a Jacobian too large
-    to hold dense gets a sampled one (``reference_sample`` entries), never densified."""
+    """The reference (``references``: shared by a pair); a Jacobian too large to hold dense
+    gets a sampled one."""
     if sampled(problem.n_out, problem.n_in, problem.batch):
         sample = sampled_reference(problem)
         entries = sample.entries
@@ -189,8 +184,7 @@ def judge(
     job: Job, problem: Problem, called: Called, against: Against, records: list[Any]
 ) -> Judged:
     """The answer's errors, and the verdict at the job's tolerance unless the reference says
-    why it cannot decide one; ``auto``'s answer is judged independently of its choice. A
-    sparse answer (output=csr or scipy) is judged as dense, or on the sampled entries."""
+    why it cannot decide one; a sparse answer is judged as dense, or on the sampled entries."""
     first, known, reference = called.first, against.references, against.reference
     value = first.value
     if isinstance(reference, Sample):
@@ -199,7 +193,7 @@ def judge(
         value = torch.from_numpy(value.toarray())
     elif value.layout != torch.strided:  # output=csr
         value = value.to_dense()
-    if known is not None and first.prep.info.chosen_strategy:
+    if known is not None and first.prep.info.chosen_strategy:  # auto: not of its choice's mode
         reference = known.for_mode(first.prep.mode or job.strategy.mode)
         norm = float(torch.linalg.norm(reference.jacobian))
         records.append(ReferenceRecord(reference.method, reference.uncertainty, norm))
@@ -219,9 +213,8 @@ def judge(
 def time_and_memory(
     job: Job, problem: Problem, judged: Judged, records: list[Any], timed: Timing | None = None
 ) -> None:
-    """The steady-state timing (``timed``: already taken, side by side with a rival), the
-    peak memory and the job's measure_s; an accuracy question (``timing=none``) records
-    what it declares instead of times."""
+    """The steady-state timing (``timed``: taken side by side with a rival), the peak memory
+    and the job's measure_s; ``timing=none`` records no times."""
     prep = judged.prep
     if not job.timing.time:
         records.append(Untimed())

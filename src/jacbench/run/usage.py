@@ -1,9 +1,6 @@
-"""Bad input that reaches the top of ``python -m jacbench``, as one readable line.
-
-Hydra prints its own errors as a traceback (or, for composition errors, several lines that
-do not list what is valid). ``reported`` lets them reach jacbench instead and prints one line
-that names the input and the valid choices; ``HYDRA_FULL_ERROR=1`` still shows the full
-traceback for debugging.
+"""Bad input that reaches the top of ``python -m jacbench``, as one readable line that names
+the input and the valid choices, instead of Hydra's traceback; ``HYDRA_FULL_ERROR=1`` still
+shows the full traceback.
 """
 
 from __future__ import annotations

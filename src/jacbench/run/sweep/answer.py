@@ -18,9 +18,8 @@ from jacbench.run.sweep.state import SweepState
 
 
 def reused_note(rows: Any) -> str:
-    """One line on the rows the answer reused from an earlier command (resume): how many and
-    when they were measured (their times were taken under that command's machine load), and
-    how many of them are stale (``reuse_stale=true``) and why."""
+    """One line on the rows the answer reused from an earlier command: how many, when they
+    were measured, and how many of them are stale and why."""
     if "resumed" not in rows or not rows["resumed"].any():
         return ""
     reused = rows[rows["resumed"].astype(bool)]
@@ -56,9 +55,8 @@ def answer_paragraph(answer: str) -> str:
 def answer_experiment(
     state: SweepState, rows: Any, console: Any, retimed: list[str] | None = None
 ) -> tuple[str, bool]:
-    """Run the experiment's analysis on the recorded rows (the side-by-side rows among them,
-    ``retimed`` saying which); print it and save it as answer.md (a fenced block, so markdown
-    viewers keep its columns); returns the answer and whether the analysis gave one."""
+    """Run the experiment's analysis on the rows (``retimed``: the re-timings among them),
+    print it and save it as answer.md; returns the answer and whether the analysis gave one."""
     path = Path(state.sweep_dir) / "answer.md"
     try:
         answer = load_analysis(str(state.analysis))(rows)

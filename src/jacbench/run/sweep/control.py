@@ -2,11 +2,9 @@
 (``hydra/sweeper=jacbench``).
 
 Jobs are listed as Hydra's basic sweeper lists them; the jobs that cover every swept choice
-are composed first, which checks the sweep (``covering_jobs``). In each batch a job whose row
-may be reused is counted as done, one another sweep is running is set aside until released,
-and the rest go to the stock launcher (a job asks again under its claim). Where the launcher
-stops at a dead task, the sweep says so and waits while its other jobs still run. The sweep
-is closed (summary, MLflow parent run) whatever happened.
+are composed first, which checks the sweep. In each batch a job whose row may be reused is
+counted as done, one another sweep is running waits for it, and the rest go to the stock
+launcher. The sweep is closed (summary, MLflow parent run) whatever happened.
 """
 
 from __future__ import annotations
@@ -78,9 +76,8 @@ def _is_group(key: str, loader: Any) -> bool:
 
 def covering_jobs(values: Mapping[str, Sequence[str]], loader: Any) -> list[list[str]]:
     """Jobs that hold every combination of the swept config groups' choices and every value
-    of each other swept key: composing them checks what composing every job would (an option
-    exists, a key exists in the group chosen, a value has its type) at a fraction of the
-    cost (the map: 78 of 1950 jobs)."""
+    of each other swept key: composing them checks what composing every job would, at a
+    fraction of the cost."""
     if not all(values.values()):
         return []  # no jobs: the sweep is refused as it opens
     groups = [key for key in values if _is_group(key, loader)]
@@ -95,9 +92,8 @@ def covering_jobs(values: Mapping[str, Sequence[str]], loader: Any) -> list[list
 
 
 class JobConfigs(SequenceABC[DictConfig]):
-    """Each job's composed config, composed when first asked for: Hydra's launcher composes
-    every job it runs, so the sweeper composes only what it reads (the jobs that check the
-    sweep, a job whose rows may be reused, a re-timed pair's two)."""
+    """Each job's composed config, composed when first asked for (Hydra's launcher composes
+    every job it runs; the sweeper, only what it reads)."""
 
     def __init__(self, loader: Any, config: DictConfig, jobs: list[list[str]]) -> None:
         self.loader, self.config, self.jobs = loader, config, jobs
@@ -128,8 +124,8 @@ class JobConfigs(SequenceABC[DictConfig]):
 
 
 def anything_recorded(folders: set[Path]) -> bool:
-    """Whether a results folder holds a row or a claim: else no job can be reused or be
-    running in another sweep, and the sweeper need not compose each job to ask."""
+    """Whether a results folder holds a row or a claim (else no job need be composed to ask
+    whether it can be reused or runs in another sweep)."""
     return any(
         any(folder.glob("*.parquet")) or any((folder / CLAIMS).glob("*")) for folder in folders
     )
@@ -143,8 +139,7 @@ def batches(positions: Sequence[int], size: int | None) -> list[list[int]]:
 
 @dataclass
 class Sweep:
-    """One sweep in the launching process: its jobs, each one's composed config, and the
-    launcher they are handed to."""
+    """One sweep in the launching process: its jobs, their configs and their launcher."""
 
     config: DictConfig
     launcher: Any  # Hydra's Launcher, as the sweeper instantiated it
@@ -196,8 +191,7 @@ class Sweep:
 
     def second_round(self, kind: SecondRound, max_batch_size: int | None) -> None:
         """One job per problem whose pair ``kind`` picks from the first round's rows
-        (``retiming.pairs_of``: a preset's best two, or auto and the best exact strategy where
-        auto loses) timed again side by side, where the jobs run."""
+        (``retiming.pairs_of``), timed again side by side."""
         from jacbench.record.parquet import read_files  # pandas: once the first round is in
         from jacbench.run.sweep.retiming import pairs_of
 
@@ -251,9 +245,8 @@ class Sweep:
             self.launch([position])
 
     def launch(self, positions: list[int]) -> None:
-        """Hand the jobs at ``positions`` to the launcher, Hydra numbering them on from the
-        jobs it was handed before; a job that crashed is said, and a launcher that stopped
-        early is waited out."""
+        """Hand the jobs at ``positions`` to the launcher; a job that crashed is said, and a
+        launcher that stopped early is waited out."""
         if not positions:
             return
         first = len(self.state.launched)

@@ -18,10 +18,9 @@ from jacbench.run.sweep.state import SweepState
 
 
 def close_sweep(state: SweepState, stopped_by: str = "") -> int:
-    """Summary parquet and table, parent run closed; returns the sweep's exit code
-    (1 when a job failed or left no record, or the summary could not be written). The
-    parent run is closed whatever happens here (FAILED, with the reason, if this fails;
-    KILLED, with its claims released, when ``stopped_by`` a signal). Safe to call twice."""
+    """Summary parquet and table, parent run closed whatever happens (FAILED if this fails,
+    KILLED when ``stopped_by`` a signal); returns the sweep's exit code (1 when a job failed
+    or left no record, or the summary could not be written). Safe to call twice."""
     if state.finished:
         return state.exit_code
     from jacbench.run.sweep.summary import summarise  # pyarrow, pandas: not in a single run
@@ -52,9 +51,8 @@ def close_sweep(state: SweepState, stopped_by: str = "") -> int:
 
 
 def close_parent(state: SweepState, outcome: ParentOutcome, console: Any) -> None:
-    """End the sweep's MLflow run (FINISHED, or FAILED with the outcome's reason). Where
-    tracking is down, what it would show is kept in the sweep's state, and the next sweep
-    or ``python -m jacbench.sync`` closes it (``jacbench.run.sweep.repair``)."""
+    """End the sweep's MLflow run; where tracking is down, what it would show is kept for
+    ``jacbench.run.sweep.repair``."""
     if not (state.tracking and state.parent_run_id):
         return
     tracking = Tracking(**state.tracking)

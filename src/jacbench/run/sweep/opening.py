@@ -103,8 +103,7 @@ def open_sweep(config: DictConfig, jobs: int) -> SweepState:
 
 
 def close_left_open_quietly(tracking: Tracking, opening: str, console: Any) -> None:
-    """Parent runs that earlier sweeps left open, closed as this one opens (sync says why
-    where it cannot be done)."""
+    """Parent runs that earlier sweeps left open, closed as this one opens."""
     from jacbench.run.sweep.repair import close_left_open
 
     try:
@@ -127,8 +126,7 @@ def sweep_name_of(config: DictConfig, jobs: int) -> str:
 
 
 def tell_jobs(config: DictConfig, sweep_id: str) -> None:
-    """Every job of this sweep gets ``sweep_id`` in its environment: the launcher composes
-    each job's config from these overrides, so this reaches in-process, joblib and SLURM
-    jobs alike (an environment variable of this process would miss reused joblib workers)."""
+    """Every job of this sweep gets ``sweep_id`` in its environment, through the overrides
+    each job's config is composed from (this process's environment misses reused workers)."""
     with read_write(config.hydra), open_dict(config.hydra):
         config.hydra.overrides.hydra.append(f"++hydra.job.env_set.{SWEEP_ENV}={sweep_id}")

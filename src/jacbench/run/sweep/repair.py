@@ -1,14 +1,8 @@
-"""MLflow parent runs that their sweep left RUNNING, closed afterwards: by
-``python -m jacbench.sync`` and by the next sweep in the same experiment.
-
-A sweep closes its parent run at its end. Where tracking was down then, what the run would
-show was kept beside the sweep's state (``parent.json``); where the sweep's process was
-killed (SIGKILL, a node lost), nothing closed it. A parent run still RUNNING whose sweep is
-over (it finished, or its process is gone) is closed here: the sweep's jobs that have no run
-yet are logged under it, its files are attached (those kept, or what the sweep folder holds)
-and it ends as the sweep did (KILLED where its process was killed). A sweep that may still
-run (its process alive, or on another machine and unfinished) is left alone, as is a run
-whose sweep folder cannot be read from here.
+"""MLflow parent runs that their sweep left RUNNING (tracking down at its end, or its
+process killed), closed afterwards by ``python -m jacbench.sync`` and by the next sweep in
+the same experiment: its jobs without a run are logged under it, its files attached, and it
+ends as the sweep did. A sweep that may still run, or whose folder cannot be read from
+here, is left alone.
 """
 
 from __future__ import annotations

@@ -1,8 +1,5 @@
 """A sweep's second round, from recorded rows: which pair of each problem it re-times side by
-side (``contested_pairs``: a preset's recommendation's best and runner-up from the first
-round's rows; ``auto_loss_pairs``: auto and the best exact strategy where auto loses), and
-what its answer says of the re-timings it finds among the rows (``side_by_side_lines``). The
-re-timing itself is a job of the sweep (``jacbench.run.side_by_side``)."""
+side (``pairs_of``), and what its answer says of the re-timings (``side_by_side_lines``)."""
 
 from __future__ import annotations
 
@@ -50,9 +47,8 @@ def contested_pairs(rows: pd.DataFrame, configs: Sequence[DictConfig]) -> list[P
 
 def auto_loss_pairs(rows: pd.DataFrame, configs: Sequence[DictConfig]) -> list[Pair]:
     """One pair per problem where ``auto``'s time is over the map's bound on the best exact
-    strategy's (``report.grid.AutoAgainstBest.over_bound``: settled slower or not): auto and
-    that strategy, so that its regret rests on the two timed in one job rather than on two
-    jobs of possibly different luck (arguments as ``contested_pairs``)."""
+    strategy's (``report.grid.AutoAgainstBest.over_bound``): auto and that strategy
+    (arguments as ``contested_pairs``)."""
     labelled, _ = normalise(rows)
     pairs = []
     for title, group in problems(labelled):

@@ -1,7 +1,5 @@
-"""What SLURM says of a sweep's tasks, through its own commands: which of them it still
-holds (queued or running) and why a task pends. The tasks are found by their ids, which
-hydra-submitit-launcher names the sweep's submitit folders by (``submitit_folder``,
-``.../%j``): the sweep never needs the launcher's own objects."""
+"""What SLURM says of a sweep's tasks, through ``squeue``: which it still holds and why a
+task pends. The tasks are found by the ids hydra-submitit-launcher names their folders by."""
 
 from __future__ import annotations
 

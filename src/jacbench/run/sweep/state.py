@@ -22,9 +22,7 @@ from jacbench.run.pair import Pair
 STATE_DIR = ".jacbench"
 UNWRITTEN = "unwritten"  # rows the results folder could not take, beside the sweep's state
 TRACKING_DOWN = "tracking_down"  # why MLflow was given up for the rest of the sweep
-# Set in every job's environment (Hydra's hydra.job.env_set, under every launcher): which
-# sweep the job belongs to, so that sweeps sharing a folder never share state.
-SWEEP_ENV = "JACBENCH_SWEEP_ID"
+SWEEP_ENV = "JACBENCH_SWEEP_ID"  # in every job's environment: the sweep it belongs to
 
 
 def _state_folder(sweep_dir: str | Path, sweep_id: str) -> Path:
@@ -94,7 +92,7 @@ class SweepState:
 
     def tracking_down(self) -> str:
         """Why a job of this sweep gave up on MLflow ("" while it works): the jobs after it
-        record their rows without runs instead of each waiting on tracking that is down."""
+        record their rows without runs."""
         try:
             return (self.folder / TRACKING_DOWN).read_text()
         except OSError:
@@ -135,9 +133,8 @@ def job_record(
     untracked: bool = False,
     stale: str = "",
 ) -> dict[str, Any]:
-    """What the sweep notes of a job once it is done: its rows (two for a side-by-side job),
-    whether they were reused from an earlier command, and if so, what changed since they
-    were measured (``stale``, reused with ``reuse_stale=true``)."""
+    """What the sweep notes of a job once it is done: its rows, whether they were reused,
+    and what changed since (``stale``)."""
     return {
         "job_num": num,
         "result_files": [str(path) for path in result_files],

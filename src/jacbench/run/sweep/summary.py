@@ -160,8 +160,7 @@ def summarise(state: SweepState, console: Any) -> ParentOutcome:
 
 
 def artifact_links(state: SweepState, images: dict[str, Path]) -> dict[str, str]:
-    """The report and each figure's page in MLflow's artifact viewer ({} where there is no
-    report, or tracking does not answer)."""
+    """The report and each figure's page in MLflow's artifact viewer ({} where none)."""
     from jacbench.record.mlflow_run import Tracking, artifact_hrefs
     from jacbench.report.overview import REPORT
 
@@ -205,8 +204,7 @@ def untracked_jobs(records: Iterable[dict[str, Any]]) -> str:
 
 
 def shown_text(rows: Any) -> Any:
-    """The rows with their text (names, messages) ``shown``: what the report draws and
-    writes, where a name's escape sequences would reach whoever reads a figure or a page."""
+    """The rows with their text ``shown`` (escape sequences escaped), for the report."""
     from jacbench.record.text import shown
 
     out = rows.copy()
