@@ -1,9 +1,7 @@
-"""A model's size checked against the memory budget before it is built: a model config is
-instantiated once on torch's ``meta`` device (shapes only, no memory, no random numbers
-drawn), its parameters and buffers counted, and a model that cannot fit is refused in one
-line, where building it for real gave the allocator's raw ``can't allocate memory`` (or the
-OOM killer). A size given as a float (``model.hidden=1e12``: Hydra reads a float) is named
-as such instead of torch's ``must be tuple of ints``."""
+"""A model's size checked against the memory budget before it is built: the config is
+instantiated on torch's ``meta`` device (no memory, no random numbers drawn), its parameters
+and buffers counted, and a model that cannot fit is refused in one line. A size given as a
+float (``model.hidden=1e12``) is named as such."""
 
 from __future__ import annotations
 
@@ -35,8 +33,8 @@ class TooLarge(Exception):
 
 
 def _on_meta(build: Build, cfg: dict[str, Any]) -> nn.Module | None:
-    """The model as ``cfg`` makes it on the meta device (None where that cannot be done:
-    the real build then says why); ``TooLarge`` where a tensor's size overflows."""
+    """The model as ``cfg`` makes it on the meta device (None where that cannot be done);
+    ``TooLarge`` where a tensor's size overflows."""
     try:
         with torch.device("meta"):
             made = build(cfg)

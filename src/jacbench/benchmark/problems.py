@@ -1,8 +1,6 @@
 """The config-to-Problem builder: a model config (a Hydra ``_target_`` and jacbench's own keys)
-instantiated and frozen into a Problem, at a point drawn from the job's seed.
-
-The benchmark's side of a Problem: the library (``jacbench.prepare``) makes its Problem from a
-user's function with ``core.problem.make_problem`` and needs no Hydra.
+instantiated and frozen into a Problem, at a point drawn from the job's seed (the library
+makes its Problem with ``core.problem.make_problem``, without Hydra).
 """
 
 from __future__ import annotations
@@ -23,9 +21,8 @@ from jacbench.core.problem import WRT_CHOICES, FunctionModule, Problem, make_pro
 
 @dataclass(frozen=True)
 class ModelKeys:
-    """jacbench's own keys of a model config; every other key is a constructor argument.
-
-    conf/jacbench_model.yaml puts them on every model, so ``model.batch=3`` works on all."""
+    """jacbench's own keys of a model config (conf/jacbench_model.yaml puts them on every
+    model); every other key is a constructor argument."""
 
     name: str = ""  # label in tables; split() defaults it to the _target_'s last part
     wrt: str = "input"  # input or params
@@ -100,7 +97,7 @@ def build_problem(
     torch.manual_seed(seed)  # parameter initialisation is part of the problem's identity
 
     try:
-        obj = hydra.utils.instantiate(cfg, _convert_="all")
+        obj = build(cfg)
     except Exception as exc:  # Hydra wraps the model's own error: report the innermost one
         detail = one_line(innermost(exc), None)
         raise ConfigError(f"cannot build model {name!r} ({target}): {detail}") from exc

@@ -30,8 +30,7 @@ def ok_rows(rows: pd.DataFrame) -> pd.DataFrame:
 
 def ranked(rows: pd.DataFrame) -> pd.DataFrame:
     """The ok rows, the newest of each variant, each problem's fastest first as every verdict
-    ranks them (``report.problems.standing``: a pair timed side by side in the order of that
-    re-timing, not among the first round's times of another moment)."""
+    ranks them (``report.problems.standing``)."""
     labelled, _ = normalise(rows)
     found = [standing(group, latest_ok) for _, group in problems(labelled)]
     return pd.concat(found) if found else labelled.iloc[:0]
@@ -50,8 +49,7 @@ def jacobian(row: pd.Series) -> torch.Tensor:
 
 
 def table(header: list[str], lines: list[list[str]]) -> str:
-    """A plain-text table (the answer goes to a terminal and to answer.md alike); our own, as
-    DataFrame.to_string right-aligns its cells where the answers read left-aligned."""
+    """A plain-text table, left-aligned (the answer goes to a terminal and answer.md alike)."""
     widths = [max(len(str(c)) for c in col) for col in zip(header, *lines, strict=True)]
     fmt = "  ".join(f"{{:<{w}}}" for w in widths)
     return "\n".join(fmt.format(*map(str, line)) for line in [header, *lines])

@@ -39,9 +39,7 @@ def _winners(cells: list[grid.Cell]) -> list[str]:
 
 
 def _failures(rows: pd.DataFrame) -> list[str]:
-    """How many jobs failed, with the commonest message: their cells stay empty, and a map
-    of nothing but failures must not read as an answer (every CUDA job failed on the first
-    GPU run, and the answer still pointed at the heat maps)."""
+    """How many jobs failed, with the commonest message (their cells stay empty)."""
     failed = rows[rows["status"] == Status.FAILED]
     if failed.empty:
         return []

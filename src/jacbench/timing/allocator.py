@@ -1,11 +1,9 @@
 """glibc's allocator held steady while a job is timed.
 
-glibc adapts its mmap and trim thresholds to what the process freed before, so a buffer of
-a few MiB is mapped fresh (pages faulted in again) or reused depending on the jobs that ran
-earlier in the process, enough to decide which strategy wins (docs/map.md).
-The runner fixes both thresholds before each job and each row records the setting
-(``allocator``). Only the benchmark's runner calls this: the library never changes a
-process-wide setting.
+glibc adapts its mmap and trim thresholds to what the process freed before, so whether a
+buffer is mapped fresh or reused would depend on the jobs that ran earlier (docs/map.md).
+The runner fixes both before each job and the row records it (``allocator``); the library
+never changes this process-wide setting.
 """
 
 from __future__ import annotations

@@ -23,7 +23,6 @@ class TimingConfig:
     time: bool = True
 
     def __post_init__(self) -> None:
-        # Bounded on both sides: an infinite or huge setting would hang the job, not fail it.
         if not 0 < self.min_run_time <= MAX_MIN_RUN_TIME:
             raise ConfigError(
                 f"timing.min_run_time must be > 0 and <= {MAX_MIN_RUN_TIME:g} seconds, "

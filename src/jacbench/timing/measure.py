@@ -1,8 +1,6 @@
-"""Timing and memory of a prepared Jacobian callable.
-
-Timing uses torch.utils.benchmark (warm-up, block-size calibration, accelerator sync, median
-and IQR). The first call (setup plus first execution) is timed apart. Peak memory comes from
-the CUDA allocator on GPU; on CPU from the profiler's allocation events (see ``peak_memory``).
+"""Timing and memory of a prepared Jacobian callable: torch.utils.benchmark for the steady
+state, the first call (setup plus first execution) timed apart, and peak memory
+(``peak_memory``).
 """
 
 from __future__ import annotations
@@ -78,9 +76,8 @@ def first_call(prepare: Callable[[], Prepared], x: torch.Tensor, device: torch.d
 
 @dataclass(frozen=True)
 class Timing:
-    """Steady-state time of one call (``Result`` columns of the same names), with what it was
-    measured from: the per-call time of every timed block, so the spread can be rebuilt, and
-    the machine's load, which is what makes a timing move between runs."""
+    """Steady-state time of one call (``Result`` columns of the same names), with each timed
+    block's per-call time and the machine's load."""
 
     time_median_s: float
     time_iqr_s: float
@@ -105,8 +102,7 @@ class Timing:
 
 
 def spread_warning(m: benchmark.Measurement) -> str:
-    """torch.utils.benchmark's spread warning (IQR above 10% of the median, its default
-    threshold; above 25%: gross), in its words, from its public fields."""
+    """torch.utils.benchmark's spread warning (IQR above 10% of the median), in its words."""
     if m.meets_confidence():
         return ""
     why = (
@@ -123,10 +119,9 @@ def _clocks() -> tuple[float, float, float]:
 
 
 class _WallAndCpu:
-    """The timer handed to torch.utils.benchmark: returns wall time as usual and notes the
-    process's and the timing thread's CPU time beside it. timeit reads the timer exactly twice
-    per block, so each block's wall time (what benchmark returns) finds its CPU times by the
-    pair it came from."""
+    """The timer handed to torch.utils.benchmark: wall time, with the process's and the
+    thread's CPU time of each block (timeit reads the timer twice per block) noted by the
+    block's wall time."""
 
     def __init__(self) -> None:
         self.cpu_of_block: dict[float, tuple[float, float]] = {}
@@ -144,9 +139,8 @@ class _WallAndCpu:
 
 
 def time_steady_state(prep: Prepared, x: torch.Tensor, timing: TimingConfig) -> Timing:
-    """torch.utils.benchmark's ``adaptive_autorange`` (blocks until the IQR is within 10% of
-    the median or ``MAX_RUN_FACTOR`` x ``min_run_time`` is spent), topped up to ``MIN_BLOCKS``
-    blocks so that every timing has a real spread (a single block has none)."""
+    """torch.utils.benchmark's ``adaptive_autorange`` (at most ``MAX_RUN_FACTOR`` x
+    ``min_run_time``), topped up to ``MIN_BLOCKS`` blocks so that every timing has a spread."""
     for _ in range(timing.warmup):
         prep(x)
     clock = _WallAndCpu()
@@ -201,10 +195,8 @@ def side_by_side(
     calls: dict[K, Callable[[], object]], rounds: int = 2 * MIN_BLOCKS, block_s: float = 0.02
 ) -> dict[K, Timing]:
     """Time several calls interleaved in one process (A B A B ..., the order rotated each
-    round), so that a change of the machine's load hits all of them alike instead of deciding
-    their order. torch.utils.benchmark times one statement at a time, hence this loop; each
-    block is ``block_s`` of calls (at least one), timed by wall, process CPU and thread CPU
-    clock."""
+    round), so that a change of the machine's load hits all of them alike; each block is
+    ``block_s`` of calls (at least one), timed by wall, process CPU and thread CPU clock."""
     numbers = {}
     for name, call in calls.items():
         start = time.perf_counter()
@@ -243,13 +235,9 @@ def measure_memory(prep: Prepared, x: torch.Tensor, device: torch.device) -> Mem
 
 
 def peak_memory(jac: Callable[[], torch.Tensor], device: torch.device) -> int:
-    """Peak bytes allocated above the starting level during one call, the result included.
-
-    CUDA: ``torch.cuda.max_memory_allocated`` (the caching allocator's own count of live
-    tensor bytes). CPU: the running sum of the profiler's allocation and free events; this
-    counts tensor storage only (not Python objects or allocator slack), which is what a
-    strategy controls.
-    """
+    """Peak bytes allocated above the starting level during one call, the result included:
+    ``torch.cuda.max_memory_allocated`` on CUDA; on CPU the running sum of the profiler's
+    allocation and free events (tensor storage only, what a strategy controls)."""
     if device.type == "cuda":
         finished(device)
         torch.cuda.reset_peak_memory_stats(device)

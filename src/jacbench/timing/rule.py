@@ -1,10 +1,8 @@
 """The one rule for "A beats B" (``verdict``): A's confidence interval of the median time lies
 wholly below B's. Wall time decides unless a row was timed while its process waited for a
-core; then the timed thread's CPU time decides, said so. Two rows timed side by side (one
-``pair_id``) are judged by their ratio across the interleaved blocks. Overlap is a tie; a
-time without an interval decides nothing. Every comparison jacbench prints of recorded rows
-asks ``verdict``; ``compare_intervals`` is its interval part, for times without rows. A leaf
-module (no torch, no pandas). docs/columns.md.
+core; then CPU time decides, said so. Two rows timed side by side (one ``pair_id``) are
+judged by their ratio across the interleaved blocks. Overlap is a tie; a time without an
+interval decides nothing. A leaf module (no torch, no pandas). docs/columns.md.
 """
 
 from __future__ import annotations
@@ -19,8 +17,6 @@ from jacbench.core.contention import CONTENDED, contended
 
 MIN_BLOCKS = 6  # timed blocks per job: with 6, [min, max] is a 97% interval of the median
 CONFIDENCE = 0.95  # at least this coverage for the interval of the median
-# CONTENDED (jacbench.core.contention): a job timed while its process waited for its core;
-# its time (CPU time too: cold caches after every switch) is not its code's alone.
 
 
 def _binom_cdf(k: int, n: int) -> float:
@@ -30,8 +26,7 @@ def _binom_cdf(k: int, n: int) -> float:
 
 def median_interval(values: Sequence[float]) -> tuple[float, float]:
     """Distribution-free confidence interval of the median (order statistics, binomial
-    ranks): no assumption about how block times are spread, which on a loaded machine is
-    anything but normal. Needs ``MIN_BLOCKS`` values or more for ``CONFIDENCE``."""
+    ranks); needs ``MIN_BLOCKS`` values or more for ``CONFIDENCE``."""
     xs = sorted(values)
     n = len(xs)
     if n == 0:
@@ -64,8 +59,8 @@ class Interval:
     n_blocks: int
 
     def text(self) -> str:
-        """``1.14 ms [1.10-1.60]``: the median and its interval in one unit, all three with the
-        decimals of the median's three significant digits."""
+        """``1.14 ms [1.10-1.60]``: the median and its interval in one unit, with the decimals
+        of the median's three significant digits."""
         unit, scale = time_unit(self.median)
         places = decimals(self.median * scale)
         median, low, high = (f"{v * scale:.{places}f}" for v in (self.median, self.low, self.high))
@@ -105,8 +100,7 @@ def _number(value: object) -> float | None:
 
 class Basis(str, Enum):
     """Which time is compared: wall time (what a user waits), process CPU time (what the
-    code costs; a busy machine hardly moves it, so runs made at different times compare) or
-    the timed thread's CPU time (the same without the process's other threads)."""
+    code costs, hardly moved by load) or the timed thread's CPU time."""
 
     WALL = "time"
     CPU = "cpu"
@@ -120,7 +114,7 @@ def interval_of(
     row: Mapping[str, object], name: str | None = None, basis: Basis = Basis.WALL
 ) -> Interval | None:
     """The interval recorded in a result row (a dict or a pandas Series), or None where the row
-    has none: fewer than ``MIN_BLOCKS`` blocks, or an older row without blocks."""
+    has none (fewer than ``MIN_BLOCKS`` blocks)."""
     label = name or _name(row)
     median = _number(row.get(f"{basis.value}_median_s"))
     low = _number(row.get(f"{basis.value}_ci_low_s"))
@@ -175,8 +169,7 @@ def compare_times(a: Mapping[str, object], b: Mapping[str, object]) -> Compariso
 
 def settled_ratio(a: Mapping[str, object], b: Mapping[str, object]) -> float | None:
     """A's time over B's on the basis the rule compared them by, where it settles their
-    order; None where it does not, so that no ratio is ever quoted from a tie, a contended
-    loser or a time without a spread."""
+    order; else None."""
     found = verdict(a, b)
     return found.ratio if found.decided else None
 
@@ -190,8 +183,7 @@ def time_ratio(a: Mapping[str, object], b: Mapping[str, object]) -> float:
 
 def contention(row: Mapping[str, object]) -> float | None:
     """The row's CPU/wall per thread where its process waited for its core while timed
-    (below ``CONTENDED``); None where it did not, or the row does not say. Only on a CPU
-    device: on a GPU the process also waits for the device, so CPU/wall tells nothing there."""
+    (below ``CONTENDED``, on a CPU device); None where it did not, or the row does not say."""
     share, threads = _number(row.get("cpu_wall_ratio")), _number(row.get("threads"))
     if share is None or threads is None:
         return None
@@ -229,8 +221,7 @@ def side_by_side_ratio(
 ) -> Interval | None:
     """A's time over B's per interleaved round, as its median and interval, where the two
     rows were timed side by side in one job (one ``pair_id``, as many blocks each); None
-    elsewhere. Both shared whatever the machine did in each round, so the ratio settles
-    their order where each one's own interval is widened by the load."""
+    elsewhere."""
     pair = str(a.get("pair_id") or "")
     if not pair or pair != str(b.get("pair_id") or ""):
         return None
@@ -282,11 +273,9 @@ def _texts(
 
 
 def verdict(a: Mapping[str, object], b: Mapping[str, object]) -> Comparison:
-    """A against B by the whole rule. Two rows timed side by side: by their ratio across the
-    interleaved blocks. Else where neither waited for its core: by wall-time intervals
-    (``compare_times``); where one did, by CPU-time intervals (``cpu_basis``), and only where
-    a row has none, by wall time with the loser's contention leaving the order unsettled (a
-    contended winner won all the same: contention only adds time)."""
+    """A against B by the whole rule: a side-by-side pair by its ratio; else by wall-time
+    intervals where neither waited for its core, by CPU-time ones where one did, and where a
+    row has none, by wall time with the loser's contention leaving the order unsettled."""
     loaded = busy(a, b)
     basis = cpu_basis(a, b) if loaded else Basis.WALL
     ratio = side_by_side_ratio(a, b, basis)
