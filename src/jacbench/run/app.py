@@ -21,7 +21,7 @@ from jacbench.record.mlflow_run import Tracking
 from jacbench.record.result import Round, Status
 from jacbench.record.text import shown_logs, terminal_text
 from jacbench.report.display import make_console, print_result
-from jacbench.run.claims import claimed
+from jacbench.run.claims import claimed, waiting_line
 from jacbench.run.collector import Collector
 from jacbench.run.config import conf_dir, register_configs
 from jacbench.run.inputs import (
@@ -81,10 +81,7 @@ def run_in_sweep(
     key = claim_key(cfg, pair)
 
     def waiting(owner: dict) -> None:
-        console.print(
-            f"job {num}: being run by another sweep (pid {owner.get('pid', '?')} on "
-            f"{owner.get('host', '?')}); waiting for it"
-        )
+        console.print(waiting_line(num, owner))
 
     with claimed(folder, key, waiting, sweep.sweep_id) as waited:
         # asked again under the claim (force=true measures again, unless another sweep did)

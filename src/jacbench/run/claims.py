@@ -113,6 +113,12 @@ def holder(folder: Path, key: str) -> dict[str, Any] | None:
     return owner if owner is not None and _alive(path, owner) else None
 
 
+def waiting_line(num: int, owner: dict[str, Any]) -> str:
+    """What job ``num`` says while another sweep's process (``owner``) holds its claim."""
+    where = f"pid {owner.get('pid', '?')} on {owner.get('host', '?')}"
+    return f"job {num}: being run by another sweep ({where}); waiting for it"
+
+
 def sweep_holds_any(folder: Path, sweep: str) -> bool:
     """Whether a live process of ``sweep`` holds a claim (one of its jobs still runs)."""
     for path in (Path(folder) / CLAIMS).glob("*.claim"):

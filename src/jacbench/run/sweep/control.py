@@ -27,7 +27,7 @@ from jacbench.core.errors import ConfigError
 from jacbench.record.result import Round
 from jacbench.record.text import one_line, shown_logs
 from jacbench.report.display import make_console
-from jacbench.run.claims import CLAIMS, holder, sweep_holds_any
+from jacbench.run.claims import CLAIMS, holder, sweep_holds_any, waiting_line
 from jacbench.run.inputs import check_round, check_strategy_options, refusing
 from jacbench.run.launchers import LauncherKind, launcher_kind
 from jacbench.run.pair import SecondRound, claim_key, second_round
@@ -165,8 +165,7 @@ class Sweep:
     def run_jobs(self, positions: Sequence[int], max_batch_size: int | None) -> None:
         elsewhere = launcher_kind(self.config.hydra.launcher) == LauncherKind.OTHER
         for batch in batches(positions, max_batch_size):
-            waiting = []
-            todo = []
+            waiting, todo = [], []
             for position in batch:
                 if not self.anything_recorded and self.state.pair(position) is None:
                     todo.append(position)
@@ -226,10 +225,7 @@ class Sweep:
         owner = holder(results_dir(cfg, self.launch_dir), self._key(position))
         if owner is None or owner.get("sweep") == self.state.sweep_id:
             return False
-        self.console.print(
-            f"job {position}: being run by another sweep (pid {owner.get('pid', '?')} on "
-            f"{owner.get('host', '?')}); waiting for it"
-        )
+        self.console.print(waiting_line(position, owner))
         return True
 
     def _after_the_other_sweep(self, position: int) -> None:

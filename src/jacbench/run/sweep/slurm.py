@@ -24,8 +24,7 @@ def submitted(folder: Path | None) -> list[str]:
     """The SLURM job ids (arrays) that the sweep's tasks belong to, as submitted so far."""
     if folder is None or not folder.is_dir():
         return []
-    found = {m.group(1) for p in folder.iterdir() if (m := _TASK.match(p.name))}
-    return sorted(found)
+    return sorted({m.group(1) for p in folder.iterdir() if (m := _TASK.match(p.name))})
 
 
 def _squeue(job_ids: Sequence[str], *options: str) -> list[str]:
