@@ -164,14 +164,11 @@ class Reference:
 
     jacobian: torch.Tensor
     method: str  # analytic, forward_float64 or reverse_float64
-    # Relative (Frobenius) disagreement with the next independent exact method (``other``);
-    # None where only one method could run. Above a job's tolerance: the verdict is undecided.
+    # relative disagreement with the next exact method (``other``); None where none ran
     uncertainty: float | None
     other: str | None = None
-    # Why no reference of this function can be trusted (two calls at one point differ), and
-    # why this one cannot (it disagrees with the finite-difference probe); "" when they pass.
-    unstable: str = ""
-    doubt: str = ""
+    unstable: str = ""  # why no reference of f can be trusted (``deterministic``)
+    doubt: str = ""  # why this one cannot (``fd_probe``)
 
     def undecided(self, tolerance: float) -> str:
         """Why no verdict at ``tolerance`` can be drawn against this reference; "" if one can."""

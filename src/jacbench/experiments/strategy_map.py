@@ -1,7 +1,6 @@
 """The map (``+experiment=map``): which strategy wins where over a grid of N inputs by M
-outputs, per model family and dtype; where the textbook rule (M >= N: forward mode) loses;
-and how close ``auto`` comes to the best exact strategy in every cell
-(``jacbench.report.grid``: every verdict through the rule for "A beats B")."""
+outputs, per model family and dtype, where the textbook rule loses, and how close ``auto``
+comes to the best exact strategy (``jacbench.report.grid``)."""
 
 from __future__ import annotations
 

@@ -1,5 +1,5 @@
 """Config schemas (so typos fail clearly) and their registration with Hydra, built from the
-strategy registry each time (every strategy's options are its own dataclass)."""
+strategy registry (every strategy's options are its own dataclass)."""
 
 from __future__ import annotations
 
@@ -30,8 +30,7 @@ class DeviceConfig:
 @dataclass
 class MlflowConfig:
     enabled: bool = True
-    # null: $MLFLOW_TRACKING_URI if set, else sqlite:///<launch folder>/mlflow.db
-    tracking_uri: str | None = None
+    tracking_uri: str | None = None  # null: $MLFLOW_TRACKING_URI or sqlite:///<launch>/mlflow.db
     experiment: str = "jacbench"
 
 
@@ -44,16 +43,12 @@ class JobConfig:
     timing: TimingConfig = MISSING
     seed: int = 0
     force: bool = False  # in a sweep, re-run jobs that already have an ok row
-    # in a sweep, reuse a job's newest row even where what made it changed (marked stale)
-    reuse_stale: bool = False
+    reuse_stale: bool = False  # in a sweep, reuse a row even where what made it changed
     round: str = "first"  # side_by_side: a job a sweep's second round adds to re-time two
     jacobian_max_entries: int = 4096  # store computed Jacobians up to this size in results
     analysis: str | None = None  # experiments: "module:function" that answers from the rows
     report: bool = True  # after a sweep, write the report and attach it to the parent run
-    # a sweep's second round (``run.pair.SecondRound``): best_two (a preset's best two timed
-    # again before it names a winner), auto_losses (auto and the best exact where auto took
-    # over 1.10x its time), none; true and false as before (best_two, none)
-    side_by_side: str = "best_two"
+    side_by_side: str = "best_two"  # a sweep's second round (``run.pair.SecondRound``)
     results_dir: str = "results"  # relative paths are under the launch folder
     mlflow: MlflowConfig = field(default_factory=MlflowConfig)
 

@@ -1,6 +1,4 @@
-"""Which kind of launcher a sweep runs under, told once from ``hydra.launcher._target_``:
-the thread cap, the ``n_jobs`` check, the watch for orphaned workers and the report of
-pending SLURM tasks all ask here."""
+"""Which kind of launcher a sweep runs under, told from ``hydra.launcher._target_``."""
 
 from __future__ import annotations
 
@@ -25,8 +23,7 @@ class LauncherKind(Named):
         return self in (LauncherKind.JOBLIB, LauncherKind.LOCAL)
 
 
-# Launcher classes by name (Hydra's basic one, hydra-joblib-launcher's, hydra-submitit-
-# launcher's local one); a subclass elsewhere is told by its own name.
+# Launcher classes by name (a subclass elsewhere is told by its own name)
 KINDS = {
     "BasicLauncher": LauncherKind.IN_PROCESS,
     "JoblibLauncher": LauncherKind.JOBLIB,

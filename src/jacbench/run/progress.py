@@ -24,9 +24,8 @@ class JobProgress:
     in_sweep: bool = False
 
     def between(self) -> None:
-        """No job of this process under way: before a sweep's job has begun measuring (its
-        claim, the check for a row to reuse) and once its records are done, so that a
-        signal then never speaks of the job before it."""
+        """No job of this process under way (a sweep's job before it measures, or once
+        recorded): a signal then never speaks of the job before it."""
         self.stage, self.row = Stage.IDLE, None
 
     def measuring(self) -> None:

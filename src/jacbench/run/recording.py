@@ -57,9 +57,7 @@ def track(result: Result, tracking: Tracking, parent_run_id: str, row: Path | No
 
 def link_row(result: Result, row: Path, run_id: str) -> bool:
     """Rewrite the row (atomically, under its own name) with the id of its MLflow run, so
-    that a plain ``pd.read_parquet`` of the folder carries the link too; the note beside the
-    row stays for a folder that refuses the rewrite. False where the row was not rewritten
-    (kept elsewhere than its results folder, or the folder refused it)."""
+    that the parquet carries the link too; False where the row was not rewritten."""
     from jacbench.record.parquet import result_filename, write_result
 
     if row.name != result_filename(result) or not row.exists():

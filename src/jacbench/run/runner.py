@@ -1,9 +1,7 @@
 """One job: config -> Job -> build -> reference -> first call -> judge -> time -> Result.
 
-``execute`` makes the Job once (``jacbench.run.job``) and runs its stages in order
-(``jacbench.run.stages``); the row combines the job's columns with each stage's record.
-A job never raises for its own failure: the exception becomes a ``failed`` or ``skipped``
-Result with its message (``classify`` is that policy).
+The row combines the job's columns with each stage's record. A job never raises for its own
+failure: the exception becomes a ``failed`` or ``skipped`` Result (``classify``).
 """
 
 from __future__ import annotations

@@ -18,9 +18,7 @@ class TimingConfig:
     warmup: int = 1  # untimed calls after the first call, before timing
     threads: int = 1  # torch intra-op threads for the job
     memory: bool = True  # measure peak memory of one extra call
-    # false (timing=none): an accuracy question; the Jacobian is computed once and judged, no
-    # call is timed, and no verdict on speed is drawn from the row (it records n_timed=0)
-    time: bool = True
+    time: bool = True  # false (timing=none): judged once, nothing timed (n_timed=0)
 
     def __post_init__(self) -> None:
         if not 0 < self.min_run_time <= MAX_MIN_RUN_TIME:

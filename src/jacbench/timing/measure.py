@@ -91,9 +91,7 @@ class Timing:
     cpu_median_s: float  # CPU time per call: what compare reads, as load hardly moves it
     cpu_ci_low_s: float
     cpu_ci_high_s: float
-    # the timed thread's own CPU time per call in the same blocks: what the rule compares
-    # where the machine was busy (the process's other threads left out)
-    thread_cpu_blocks_s: list[float]
+    thread_cpu_blocks_s: list[float]  # the timed thread's own CPU time per call, same blocks
     thread_cpu_median_s: float
     thread_cpu_ci_low_s: float
     thread_cpu_ci_high_s: float

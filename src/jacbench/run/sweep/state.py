@@ -56,8 +56,7 @@ class SweepState:
     host: str = ""  # where that process runs, and since which boot: whether it still runs
     boot: str = ""
     results_dir: str = ""  # where its jobs claim and record (claims released if it is stopped)
-    # the sweep's position of each job sent out, in the order Hydra numbers them: a job
-    # counted as done is never sent out, so Hydra's numbers skip it and jacbench's do not
+    # the sweep's position of each job sent out, in the order Hydra numbers them
     launched: list[int] = dataclasses.field(default_factory=list)
     finished: bool = False
     exit_code: int = 0

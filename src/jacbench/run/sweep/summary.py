@@ -21,7 +21,6 @@ from jacbench.run.sweep.state import UNWRITTEN, SweepState, record_files
 _EMPTY = {"job_num": 0, "resumed": False, "stale": ""}  # a job's record from before a column
 
 # Every column may be empty: a sweep's rows may come from any earlier jacbench (resumed).
-# ``stale``: what changed since a reused row was measured (reuse_stale=true), "" otherwise.
 SUMMARY_SCHEMA = pa.schema(
     [
         pa.field("job_num", pa.int64()),
