@@ -204,8 +204,7 @@ def _methods(problem: Problem) -> dict[str, Fn]:
 
 
 class References:
-    """The exact float64 methods of one problem (a float64 copy of the model at the same
-    rounded point), each computed once and only when needed."""
+    """The exact float64 methods of one problem, each computed once and only when needed."""
 
     def __init__(self, problem: Problem) -> None:
         with Float64Mode():  # building the copy evaluates it once

@@ -29,8 +29,7 @@ def ok_rows(rows: pd.DataFrame) -> pd.DataFrame:
 
 
 def ranked(rows: pd.DataFrame) -> pd.DataFrame:
-    """The ok rows, the newest of each variant, each problem's fastest first as every verdict
-    ranks them (``report.problems.standing``)."""
+    """The ok rows, the newest of each variant, each problem's fastest first (``standing``)."""
     labelled, _ = normalise(rows)
     found = [standing(group, latest_ok) for _, group in problems(labelled)]
     return pd.concat(found) if found else labelled.iloc[:0]

@@ -184,8 +184,7 @@ def run(cfg: DictConfig, progress: JobProgress, collector: Collector) -> None:
 
 @dataclass
 class Task:
-    """Hydra's task function for one command: carries the command's state (the row in
-    progress, the garbage collector) to its jobs, and the sweep's exit code back."""
+    """Hydra's task function: the command's state to its jobs, the sweep's exit code back."""
 
     progress: JobProgress
     collector: Collector

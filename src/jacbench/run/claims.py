@@ -129,8 +129,7 @@ def sweep_holds_any(folder: Path, sweep: str) -> bool:
 
 
 def _take_over(path: Path, owner: dict[str, Any], token: str) -> None:
-    """Move a stale claim aside (only one taker can), putting it back if it was another
-    taker's fresh claim."""
+    """Move a stale claim aside (one taker can), back if it was another taker's fresh claim."""
     aside = path.with_name(f"{path.name}.{token}.stale")
     try:
         os.rename(path, aside)

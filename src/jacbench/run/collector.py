@@ -16,8 +16,7 @@ from dataclasses import dataclass
 
 @dataclass
 class Collector:
-    """What this command does with the collector; ``managed=False`` (jacbench's ``main``
-    called from Python, the tests) leaves it as the caller set it."""
+    """What this command does with the collector (``managed=False``: as the caller set it)."""
 
     managed: bool = False
 

@@ -73,8 +73,7 @@ OmegaConf.register_new_resolver("jacbench_gpus", gpus_for_device, replace=True)
 
 
 def register_configs(registry: Registry) -> None:
-    """Make every registered strategy a valid ``strategy=<name>`` with its typed options
-    (one that cannot load: its name alone, so the job says why)."""
+    """Make every registered strategy a valid ``strategy=<name>`` with its typed options."""
     cs = ConfigStore.instance()
     cs.store(name="jacbench_schema", node=JobConfig)
     for name in registry.names():

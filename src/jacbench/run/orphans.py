@@ -18,8 +18,7 @@ EXIT_CODE = 143  # what a shell shows for a process ended by SIGTERM
 
 
 def exit_with(sweep_pid: int, beside_sweep: bool, poll_s: float = POLL_S) -> bool:
-    """In a process the sweep (``sweep_pid``) started: end this process once the sweep's
-    process is gone (at once if it already is). Returns whether this process is watched."""
+    """End this process once the sweep's process is gone; returns whether it is watched."""
     if not (beside_sweep and sweep_pid) or os.getpid() == sweep_pid:
         return False
     name = f"jacbench-watch-sweep-{sweep_pid}"  # a worker that runs several jobs: one watch

@@ -24,8 +24,7 @@ class JobProgress:
     in_sweep: bool = False
 
     def between(self) -> None:
-        """No job of this process under way (a sweep's job before it measures, or once
-        recorded): a signal then never speaks of the job before it."""
+        """No job of this process under way: a signal then never speaks of the job before it."""
         self.stage, self.row = Stage.IDLE, None
 
     def measuring(self) -> None:

@@ -115,8 +115,7 @@ PARTS = {
 
 
 def provenance(strategy_module: str, model: Mapping[str, Any], device_name: str) -> Provenance:
-    """This process's provenance for a job of the strategy defined in ``strategy_module``
-    on ``model`` (its config) and the device named ``device_name``."""
+    """This process's provenance for a job of ``strategy_module`` on ``model`` (its config)."""
     target = str(model.get("_target_") or "")
     digest = digest_of(measuring_files(strategy_module, target))
     return Provenance(code_digest=digest, device_name=device_name, **machine_columns())

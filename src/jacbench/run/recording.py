@@ -56,8 +56,7 @@ def track(result: Result, tracking: Tracking, parent_run_id: str, row: Path | No
 
 
 def link_row(result: Result, row: Path, run_id: str) -> bool:
-    """Rewrite the row (atomically, under its own name) with the id of its MLflow run, so
-    that the parquet carries the link too; False where the row was not rewritten."""
+    """Rewrite the row with the id of its MLflow run; False where it was not rewritten."""
     from jacbench.record.parquet import result_filename, write_result
 
     if row.name != result_filename(result) or not row.exists():

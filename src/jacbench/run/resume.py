@@ -26,16 +26,14 @@ from jacbench.run.sweep.state import SweepState, job_record, results_dir
 
 @dataclass(frozen=True)
 class Reuse:
-    """The rows a job reuses (two for a side-by-side job), and what changed since they were
-    measured ("" when nothing did)."""
+    """The rows a job reuses, and what changed since they were measured ("" when nothing did)."""
 
     files: tuple[Path, ...]
     stale: str = ""
 
 
 def current_provenance(cfg: DictConfig) -> Provenance:
-    """What would make the job's row if it ran in this process now (ConfigError where its
-    strategy or device is not usable here)."""
+    """What would make the job's row here now (ConfigError where it cannot run here)."""
     from jacbench.core.registry import load_registry  # torch: the strategy's module
     from jacbench.run.job import resolve_device
 

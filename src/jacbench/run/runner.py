@@ -80,14 +80,12 @@ def refused(identity: Identity, message: str) -> Result:
 
 
 def started() -> dict[str, Any]:
-    """The columns of a job's start: its time, and the allocator held steady
-    (``jacbench.timing.allocator``)."""
+    """The columns of a job's start: its time, and the allocator held steady."""
     return {"started_at": datetime.now(timezone.utc), "allocator": hold_steady()}
 
 
 def execute(cfg: DictConfig, registry: Registry, thread_cap: int | None = None) -> Result:
-    """Make the job and run its stages; bad input becomes a ``failed`` Result
-    (``thread_cap``: see ``make_job``)."""
+    """Make the job and run its stages; bad input becomes a ``failed`` Result."""
 
     identity = identify(cfg)
     try:

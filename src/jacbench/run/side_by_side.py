@@ -35,8 +35,7 @@ SHARED = ("model", "dtype", "device", "seed")
 
 
 def run_pair(pair: Pair, registry: Registry, thread_cap: int | None = None) -> list[Result]:
-    """The pair's two rows; a failure of either is recorded in both (the other was not timed
-    side by side), never raised."""
+    """The pair's two rows; a failure of either is recorded in both, never raised."""
     configs = pair.contestant_configs()
     identities = [identify(cfg) for cfg in configs]
     marks: dict[str, Any] = {"round": Round.SIDE_BY_SIDE, "pair_id": uuid.uuid4().hex}

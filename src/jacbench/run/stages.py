@@ -110,8 +110,7 @@ class Judged:
 
 
 def build(job: Job, records: list[Any], problem: Problem | None = None) -> Problem:
-    """The job's problem (``problem``: shared by a side-by-side pair), its shape and output
-    recorded, checked to fit in memory."""
+    """The job's problem (``problem``: shared by a pair), recorded and checked to fit in memory."""
     if problem is None:
         problem = build_problem(job.model, job.dtype, job.device, job.seed)
     records.append(ProblemShape(problem.wrt, problem.n_in, problem.n_out, problem.batch))
@@ -137,8 +136,7 @@ def problem_key(job: Job) -> str:
 
 @dataclass(frozen=True)
 class Against:
-    """The problem's references (None where sampled) and the one the answer is judged
-    against."""
+    """The problem's references (None where sampled) and the answer's reference."""
 
     references: References | None
     reference: Reference | Sample
@@ -147,8 +145,7 @@ class Against:
 def reference(
     job: Job, problem: Problem, records: list[Any], references: References | None = None
 ) -> Against:
-    """The reference (``references``: shared by a pair); a Jacobian too large to hold dense
-    gets a sampled one."""
+    """The reference (``references``: shared by a pair), sampled where too large to hold dense."""
     if sampled(problem.n_out, problem.n_in, problem.batch):
         sample = sampled_reference(problem)
         entries = sample.entries

@@ -113,8 +113,7 @@ BUSY = "by CPU time: the machine was busy"  # what a verdict drawn from CPU time
 def interval_of(
     row: Mapping[str, object], name: str | None = None, basis: Basis = Basis.WALL
 ) -> Interval | None:
-    """The interval recorded in a result row (a dict or a pandas Series), or None where the row
-    has none (fewer than ``MIN_BLOCKS`` blocks)."""
+    """The interval a result row records, or None (fewer than ``MIN_BLOCKS`` blocks)."""
     label = name or _name(row)
     median = _number(row.get(f"{basis.value}_median_s"))
     low = _number(row.get(f"{basis.value}_ci_low_s"))
@@ -154,8 +153,7 @@ def compare_intervals(a: Interval, b: Interval, basis: Basis = Basis.WALL) -> Co
 
 
 def compare_times(a: Mapping[str, object], b: Mapping[str, object]) -> Comparison:
-    """Two result rows by their intervals alone, named by their labels (or strategies);
-    ``verdict`` adds the loser's contention."""
+    """Two rows by their intervals alone; ``verdict`` adds the loser's contention."""
     ia, ib = interval_of(a), interval_of(b)
     if ia is None or ib is None:
         names = [_name(r) for r, iv in ((a, ia), (b, ib)) if iv is None]
@@ -168,15 +166,13 @@ def compare_times(a: Mapping[str, object], b: Mapping[str, object]) -> Compariso
 
 
 def settled_ratio(a: Mapping[str, object], b: Mapping[str, object]) -> float | None:
-    """A's time over B's on the basis the rule compared them by, where it settles their
-    order; else None."""
+    """A's time over B's on the basis the rule compared them by, where it settles their order."""
     found = verdict(a, b)
     return found.ratio if found.decided else None
 
 
 def time_ratio(a: Mapping[str, object], b: Mapping[str, object]) -> float:
-    """A's time over B's: ``settled_ratio`` where the rule settles their order, else their
-    wall medians'."""
+    """A's time over B's: ``settled_ratio``, else their wall medians'."""
     wall = float(a["time_median_s"]) / float(b["time_median_s"])  # type: ignore[arg-type]
     return settled_ratio(a, b) or wall
 
@@ -254,8 +250,7 @@ def _by_ratio(
 
 
 def _by_cpu(a: Mapping[str, object], b: Mapping[str, object]) -> Comparison | None:
-    """A against B by CPU time (``cpu_basis``), wall time beside it; None where either row
-    has no CPU interval."""
+    """A against B by CPU time, wall time beside it; None where a row has no CPU interval."""
     basis = cpu_basis(a, b)
     ia, ib = interval_of(a, basis=basis), interval_of(b, basis=basis)
     if ia is None or ib is None:

@@ -18,8 +18,7 @@ from jacbench.run.sweep.state import SweepState
 
 
 def reused_note(rows: Any) -> str:
-    """One line on the rows the answer reused from an earlier command: how many, when they
-    were measured, and how many of them are stale and why."""
+    """One line on the rows reused from earlier commands: how many, when, which are stale."""
     if "resumed" not in rows or not rows["resumed"].any():
         return ""
     reused = rows[rows["resumed"].astype(bool)]

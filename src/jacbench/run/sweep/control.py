@@ -92,8 +92,7 @@ def covering_jobs(values: Mapping[str, Sequence[str]], loader: Any) -> list[list
 
 
 class JobConfigs(SequenceABC[DictConfig]):
-    """Each job's composed config, composed when first asked for (Hydra's launcher composes
-    every job it runs; the sweeper, only what it reads)."""
+    """Each job's composed config, composed when first asked for."""
 
     def __init__(self, loader: Any, config: DictConfig, jobs: list[list[str]]) -> None:
         self.loader, self.config, self.jobs = loader, config, jobs
@@ -189,8 +188,7 @@ class Sweep:
                 self._after_the_other_sweep(position)
 
     def second_round(self, kind: SecondRound, max_batch_size: int | None) -> None:
-        """One job per problem whose pair ``kind`` picks from the first round's rows
-        (``retiming.pairs_of``), timed again side by side."""
+        """One job per pair that ``kind`` picks from the first round, timed again side by side."""
         from jacbench.record.parquet import read_files  # pandas: once the first round is in
         from jacbench.run.sweep.retiming import pairs_of
 
@@ -241,8 +239,7 @@ class Sweep:
             self.launch([position])
 
     def launch(self, positions: list[int]) -> None:
-        """Hand the jobs at ``positions`` to the launcher; a job that crashed is said, and a
-        launcher that stopped early is waited out."""
+        """Hand the jobs at ``positions`` to the launcher; say crashes, wait out an early stop."""
         if not positions:
             return
         first = len(self.state.launched)

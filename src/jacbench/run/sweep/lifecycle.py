@@ -51,8 +51,7 @@ def close_sweep(state: SweepState, stopped_by: str = "") -> int:
 
 
 def close_parent(state: SweepState, outcome: ParentOutcome, console: Any) -> None:
-    """End the sweep's MLflow run; where tracking is down, what it would show is kept for
-    ``jacbench.run.sweep.repair``."""
+    """End the sweep's MLflow run, or keep what it would show for ``jacbench.run.sweep.repair``."""
     if not (state.tracking and state.parent_run_id):
         return
     tracking = Tracking(**state.tracking)

@@ -40,8 +40,7 @@ def swept_keys(overrides: list[str]) -> list[str]:
 
 
 def open_sweep(config: DictConfig, jobs: int) -> SweepState:
-    """Check the sweep's inputs (a bad one refuses it before any job or MLflow run), start
-    its MLflow parent run, and save its state for the jobs."""
+    """Check the sweep's inputs, start its MLflow parent run, save its state for the jobs."""
     with refusing():
         check_sweep(config, jobs)
     launch_dir = Path.cwd()

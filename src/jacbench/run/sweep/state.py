@@ -90,8 +90,7 @@ class SweepState:
         return self.folder / "parent.json"
 
     def tracking_down(self) -> str:
-        """Why a job of this sweep gave up on MLflow ("" while it works): the jobs after it
-        record their rows without runs."""
+        """Why a job of this sweep gave up on MLflow ("" while it works)."""
         try:
             return (self.folder / TRACKING_DOWN).read_text()
         except OSError:
@@ -132,8 +131,7 @@ def job_record(
     untracked: bool = False,
     stale: str = "",
 ) -> dict[str, Any]:
-    """What the sweep notes of a job once it is done: its rows, whether they were reused,
-    and what changed since (``stale``)."""
+    """What the sweep notes of a job once done: its rows, whether reused, what changed since."""
     return {
         "job_num": num,
         "result_files": [str(path) for path in result_files],

@@ -47,8 +47,7 @@ def write_summary(path: Path, rows: Any) -> str:
 
 
 def summarise(state: SweepState, console: Any) -> ParentOutcome:
-    """Collect the jobs' rows, write the summary (and answer, report), print the table;
-    returns what the parent run shows."""
+    """Summary parquet, table, answer and report of the sweep; returns what the parent run shows."""
     records = {r["job_num"]: r for r in state.job_records()}
     gone = sorted(n for n, r in records.items() if not all(f.exists() for f in record_files(r)))
     if gone:  # e.g. results/ deleted while the sweep ran: counted without a record
