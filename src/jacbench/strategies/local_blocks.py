@@ -60,12 +60,13 @@ def _by_blocks(problem: Problem, opts: BlocksOptions, transform: Callable) -> De
     rows = blocks.rows.unsqueeze(2).expand(b, r, k).reshape(-1)
     cols = blocks.cols.unsqueeze(1).expand(b, r, k).reshape(-1)
     pattern = sparsity.from_coordinates(rows, cols, (problem.n_out, problem.n_in))
-    keys = (rows * problem.n_in + cols).cpu()
-    position = torch.searchsorted(pattern.rows * problem.n_in + pattern.cols, keys)
-    order = torch.empty_like(position)
-    order[position] = torch.arange(position.numel())  # where each nonzero is in the pass
+    assemble = Assembler.of(problem, pattern, opts.output)
+    # each pass value's nonzero (the pattern's keys are sorted), and where it repeats none,
+    # the pass value of each nonzero: the inverse permutation
+    position = torch.searchsorted(assemble.linear.cpu(), (rows * problem.n_in + cols).cpu())
     repeats = pattern.nnz < position.numel()
-    position, order = position.to(device), order.to(device)
+    order = torch.argsort(position).to(device)
+    position = position.to(device)
     index, data = blocks.cols.to(device), tuple(d.to(device) for d in blocks.data)
     per_block = torch.func.vmap(transform(blocks.local))
 
@@ -73,9 +74,6 @@ def _by_blocks(problem: Problem, opts: BlocksOptions, transform: Callable) -> De
         return per_block(x[index], *data).reshape(-1)
 
     local = compile_checked(passes, problem.x) if opts.compile else passes
-    crow = pattern.crow_indices().to(device)
-    linear = (pattern.rows * pattern.shape[1] + pattern.cols).to(device)
-    assemble = Assembler(problem, pattern.to(device), opts.output, crow, linear)
 
     def jac(x: torch.Tensor) -> Any:
         values = local(x)

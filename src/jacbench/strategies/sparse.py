@@ -120,6 +120,14 @@ class Assembler:
     crow: torch.Tensor  # CSR row pointers of the pattern
     linear: torch.Tensor  # each nonzero's index in the flattened (M, N) matrix
 
+    @classmethod
+    def of(cls, problem: Problem, pattern: Pattern, output: str) -> Assembler:
+        """The assembler of ``pattern`` (on the host) for ``output``, on the problem's device."""
+        device = problem.device
+        crow = pattern.crow_indices().to(device)
+        linear = (pattern.rows * pattern.shape[1] + pattern.cols).to(device)
+        return cls(problem, pattern.to(device), output, crow, linear)
+
     def __post_init__(self) -> None:
         """torch warns once a process, at its first CSR matrix, that CSR support is in beta:
         nothing a user can act on. That first matrix is built here, the warning hidden (a
@@ -183,7 +191,6 @@ def _setup(
     color = sparsity.color_rows if by_rows else sparsity.color_columns
     colors = color(pattern, thorough)
     seed = sparsity.seeds(colors).to(dtype=problem.dtype, device=problem.device)
-    device_pattern = pattern.to(problem.device)
     bound = sparsity.row_lower_bound(pattern) if by_rows else sparsity.lower_bound(pattern)
     info = PrepInfo(
         n_colors=int(seed.shape[0]),
@@ -191,10 +198,8 @@ def _setup(
         colors_lower_bound=bound,
         pattern_source=source,
     )
-    crow = pattern.crow_indices().to(problem.device)
-    linear = (pattern.rows * pattern.shape[1] + pattern.cols).to(problem.device)
-    assemble = Assembler(problem, device_pattern, opts.output, crow, linear)
-    return device_pattern, colors.to(problem.device), seed, assemble, info
+    assemble = Assembler.of(problem, pattern, opts.output)
+    return assemble.pattern, colors.to(problem.device), seed, assemble, info
 
 
 def checked(
